@@ -1,0 +1,263 @@
+// CUDA (and, hipified, ROCm) backend of torch.ops.hsma.trsm: normalises every
+// (side, uplo, trans, diag, strides, conj view) into the kernels' canonical lower-triangular
+// left solve, then chooses
+//   - the small path (A's order k <= 64): one launch of the shared-memory direct solve for the
+//     whole batch, reading A and B in place through their strides (broadcast A never copied);
+//   - the blocked path (k > 64): one launch inverts every NB x NB diagonal block, then a
+//     recursive split (X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2)) whose leaves are
+//     GEMMs with the inverted blocks; all GEMMs through ATen (cuBLAS / hipBLAS).
+// Everything runs on torch's current stream; nothing synchronises with the host.
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/trsm_problem.h"
+#include "trsm.h"
+
+namespace hsma {
+namespace {
+
+template <typename S> struct kernel_type { using type = S; };
+template <> struct kernel_type<c10::complex<float>> { using type = complex<float>; };
+template <> struct kernel_type<c10::complex<double>> { using type = complex<double>; };
+
+template <typename K> K to_kernel_scalar(const c10::Scalar& s) {
+  if constexpr (std::is_same_v<K, float> || std::is_same_v<K, double>) {
+    return static_cast<K>(s.to<double>());
+  } else {
+    using R = typename real_of<K>::type;
+    const auto z = s.to<c10::complex<double>>();
+    return K(static_cast<R>(z.real()), static_cast<R>(z.imag()));
+  }
+}
+
+void check_launch(hsmaError_t err, const char* what) {
+  TORCH_CHECK(err == hsmaSuccess, "hsma::trsm: launching the ", what, " kernel failed: ", hsmaGetErrorString(err));
+}
+
+// Merges the batch dims of the three tensors into at most kMaxBatchDims; false if impossible.
+bool collapse_batch(const std::vector<int64_t>& sizes, const at::Tensor& A, const at::Tensor& B,
+                    const at::Tensor& X, BatchLayout& bl) {
+  struct Dim { int64_t size, st[3]; };
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    Dim dim{sizes[d], {A.stride(d), B.stride(d), X.stride(d)}};
+    if (!dims.empty()) {
+      Dim& prev = dims.back();
+      bool mergeable = true;
+      for (int t = 0; t < 3; ++t) mergeable = mergeable && prev.st[t] == dim.st[t] * dim.size;
+      if (mergeable) {
+        prev.size *= dim.size;
+        for (int t = 0; t < 3; ++t) prev.st[t] = dim.st[t];
+        continue;
+      }
+    }
+    dims.push_back(dim);
+  }
+  if (dims.size() > static_cast<size_t>(kMaxBatchDims)) return false;
+  bl.ndim = static_cast<int>(dims.size());
+  for (int d = 0; d < bl.ndim; ++d) {
+    bl.size[d] = dims[d].size;
+    for (int t = 0; t < 3; ++t) bl.stride[t][d] = dims[d].st[t];
+  }
+  return true;
+}
+
+// The canonical form: T = op(A) for a left solve, op(A)^T for a right one (so that the solve is
+// always T X' = alpha B' with X' = X or X^T), read through strides.
+struct Canonical {
+  bool transposed;  // T(i, j) = A(j, i)
+  bool conj;        // T holds conj(A)'s values
+  bool lower;       // T is lower triangular
+};
+
+Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
+  Canonical c;
+  c.transposed = (args.trans != 'N') == args.left;
+  c.conj = (args.trans == 'C') != a_is_conj;
+  c.lower = (!args.upper) != c.transposed;
+  return c;
+}
+
+template <typename S>
+void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
+                 const TrsmShape& s) {
+  using K = typename kernel_type<S>::type;
+  const Canonical c = canonicalise(args, A.is_conj());
+  std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
+  a_shape.push_back(s.k); a_shape.push_back(s.k);
+  b_shape.push_back(s.m); b_shape.push_back(s.n);
+  at::Tensor Ae = A.expand(a_shape), Be = B.expand(b_shape);
+
+  SolveProblem<K> p;
+  if (!collapse_batch(s.batch, Ae, Be, X, p.bl)) {
+    // More than kMaxBatchDims non-mergeable batch dims: make the inputs batch-contiguous.
+    Ae = Ae.contiguous();
+    Be = Be.contiguous();
+    TORCH_INTERNAL_ASSERT(X.is_contiguous());
+    TORCH_INTERNAL_ASSERT(collapse_batch(s.batch, Ae, Be, X, p.bl));
+  }
+  const int64_t ar = Ae.stride(-2), ac = Ae.stride(-1);
+  p.m = s.k;
+  p.n = args.left ? s.n : s.m;
+  p.batch = s.batch_numel();
+  p.L = reinterpret_cast<const K*>(Ae.const_data_ptr());
+  p.l = c.transposed ? MatrixRef{ac, ar} : MatrixRef{ar, ac};
+  p.B = reinterpret_cast<const K*>(Be.const_data_ptr());
+  p.b = args.left ? MatrixRef{Be.stride(-2), Be.stride(-1)} : MatrixRef{Be.stride(-1), Be.stride(-2)};
+  p.X = reinterpret_cast<K*>(X.data_ptr());
+  p.x = args.left ? MatrixRef{X.stride(-2), X.stride(-1)} : MatrixRef{X.stride(-1), X.stride(-2)};
+  p.conj = c.conj;
+  p.unit = args.unit;
+  p.alpha = to_kernel_scalar<K>(args.alpha);
+  if (!c.lower) {  // read the upper triangle backwards: a lower one
+    p.L += (p.m - 1) * (p.l.row + p.l.col);
+    p.l = {-p.l.row, -p.l.col};
+    p.B += (p.m - 1) * p.b.row;
+    p.b.row = -p.b.row;
+    p.X += (p.m - 1) * p.x.row;
+    p.x.row = -p.x.row;
+  }
+  check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "small solve");
+}
+
+// out = beta * C + alpha * (A @ B) for 3-D batches; A may have batch 1 (broadcast).
+at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& Bm,
+                const c10::Scalar& alpha, const at::Tensor* out) {
+  const int64_t batch = Bm.size(0);
+  if (batch == 1) {
+    if (out) {
+      at::Tensor o = out->select(0, 0);
+      at::addmm_out(o, C.select(0, 0), A.select(0, 0), Bm.select(0, 0), beta, alpha);
+      return *out;
+    }
+    return at::addmm(C.select(0, 0), A.select(0, 0), Bm.select(0, 0), beta, alpha).unsqueeze(0);
+  }
+  const at::Tensor Ab = A.size(0) == batch ? A : A.expand({batch, A.size(1), A.size(2)});
+  if (out) {
+    at::Tensor o = *out;
+    at::baddbmm_out(o, C, Ab, Bm, beta, alpha);
+    return o;
+  }
+  return at::baddbmm(C, Ab, Bm, beta, alpha);
+}
+
+template <typename S>
+void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
+                   const TrsmShape& s) {
+  using K = typename kernel_type<S>::type;
+  const int64_t k = s.k, bt = s.batch_numel();
+  // 3-D views: A (btA, k, k) with btA = 1 when A is shared by the whole batch.
+  const auto a_batch = A.sizes().slice(0, A.dim() - 2);
+  int64_t a_numel = 1;
+  for (auto v : a_batch) a_numel *= v;
+  std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
+  a_shape.push_back(k); a_shape.push_back(k);
+  b_shape.push_back(s.m); b_shape.push_back(s.n);
+  const at::Tensor A3 = a_numel == 1 ? A.reshape({1, k, k}) : A.expand(a_shape).reshape({bt, k, k});
+  const at::Tensor B3 = B.expand(b_shape).reshape({bt, s.m, s.n});
+  at::Tensor X3 = X.view({bt, s.m, s.n});
+  const Canonical c = canonicalise(args, A3.is_conj());
+
+  // Inverses of the diagonal blocks of T, one launch for the whole batch.
+  const int64_t nb = choose_block_size(A.scalar_type(), k);
+  const int64_t nblk = (k + nb - 1) / nb;
+  at::Tensor inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
+  {
+    DiagInverseProblem<K> p;
+    p.m = k;
+    p.nb = nb;
+    p.batch = A3.size(0);
+    p.A = reinterpret_cast<const K*>(A3.const_data_ptr());
+    p.a = c.transposed ? MatrixRef{A3.stride(2), A3.stride(1)} : MatrixRef{A3.stride(1), A3.stride(2)};
+    p.a_batch_stride = A3.stride(0);
+    p.out = reinterpret_cast<K*>(inv.data_ptr());
+    p.upper = !c.lower;
+    p.conj = c.conj;
+    p.unit = args.unit;
+    check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "diagonal-block inverse");
+  }
+
+  // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
+  at::Tensor T = c.transposed ? A3.mT() : A3;
+  if (args.trans == 'C') T = T.conj();
+  const at::Tensor R = args.left ? B3 : B3.mT();
+  at::Tensor Xv = args.left ? X3 : X3.mT();
+
+  // Solves rows [r0, r1) of T X = a R, R holding exactly those rows.
+  std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve =
+      [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
+        const int64_t blocks = (r1 - r0 + nb - 1) / nb;
+        if (blocks == 1) {
+          const int64_t sz = r1 - r0;
+          const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
+          at::Tensor Xk = Xv.narrow(1, r0, sz);
+          gemm(Xk, 0, Ik, Rr, a, &Xk);
+          return;
+        }
+        const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
+        if (c.lower) {
+          solve(r0, mid, Rr.narrow(1, 0, h), a);
+          const at::Tensor R2 = gemm(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
+                                     Xv.narrow(1, r0, h), -1, nullptr);
+          solve(mid, r1, R2, 1);
+        } else {
+          solve(mid, r1, Rr.narrow(1, h, h2), a);
+          const at::Tensor R1 = gemm(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
+                                     Xv.narrow(1, mid, h2), -1, nullptr);
+          solve(r0, mid, R1, 1);
+        }
+      };
+  solve(0, k, R, args.alpha);
+}
+
+// Solves into X (fresh and contiguous, or B itself for the in-place form).
+void solve_into(const at::Tensor& A_in, const at::Tensor& B_in, at::Tensor& X, const TrsmArgs& args,
+                const TrsmShape& s) {
+  if (X.numel() == 0) return;
+  const c10::cuda::CUDAGuard guard(A_in.device());
+  // Negative views are resolved (rare); A's conj view is folded into the kernels' conj flag.
+  const at::Tensor A = A_in.resolve_neg();
+  const at::Tensor B = B_in.resolve_conj().resolve_neg();
+  AT_DISPATCH_FLOATING_AND_COMPLEX_TYPES(A.scalar_type(), "hsma::trsm", [&] {
+    if (s.k <= kSmallMaxM)
+      small_solve<scalar_t>(A, B, X, args, s);
+    else
+      blocked_solve<scalar_t>(A, B, X, args, s);
+  });
+}
+
+at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                     bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
+  at::Tensor X = at::empty(s.result, B.options());
+  solve_into(A, B, X, args, s);
+  return X;
+}
+
+at::Tensor trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                       bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
+  check_inplace(B, s, "hsma::trsm_");
+  if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
+    solve_into(A, B, B, args, s);  // the small kernel reads each element before writing it
+  } else {
+    B.copy_(trsm_cuda(A, B, left, upper, trans, unitriangular, alpha));
+  }
+  return B;
+}
+
+}  // namespace
+}  // namespace hsma
+
+TORCH_LIBRARY_IMPL(hsma, CUDA, m) {
+  m.impl("trsm", &hsma::trsm_cuda);
+  m.impl("trsm_", &hsma::trsm_cuda_);
+}

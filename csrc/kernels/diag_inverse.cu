@@ -1,0 +1,122 @@
+// Diagonal-block inversion for the blocked TRSM (the HSMA-TRSM paper's decoupled scheme).
+//
+// Every NB x NB diagonal block D of the triangular matrix is inverted independently: a thread
+// block takes one (batch entry, diagonal block, panel of IB columns of inv(D)) task. Column j of
+// inv(D) is the solution of D x = e_j, so the panel is a small TRSM against an identity tile,
+// solved by column-oriented substitution:
+//   - thread r owns row r of the panel (IB values in registers);
+//   - at step c the thread owning row c divides by D(c, c) and publishes its IB solved values in
+//     shared memory; every thread r > c subtracts D(r, c) times them;
+//   - the column c of D a thread needs next is fetched one step ahead into a register while the
+//     current step computes (the paper's double buffering), and the published row alternates
+//     between two shared-memory buffers, so each step needs a single barrier.
+// Shared memory is 2 * IB elements: O(IB), not the O(IB^2) of the fused kernels, so NB can grow
+// to 1024 for every data type (complex128 included).
+//
+// Reads are made coalesced by choosing which of D and D^T to invert: the kernel inverts a lower
+// triangular D' whose columns are contiguous in memory (D' is D, D^T, or one of them read
+// backwards for an upper D) and writes inv(D) through the matching index map.
+#include "trsm_problem.h"
+
+namespace hsma {
+namespace {
+
+// IB: columns of inv(D) per thread block, as many as fit in registers at 1024 threads.
+template <typename T> __host__ __device__ constexpr int panel_width() { return sizeof(T) >= 16 ? 4 : 8; }
+
+inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool transpose) {
+  constexpr int kPanel = panel_width<T>();
+  __shared__ T xs[2][kPanel];
+  const int nb = static_cast<int>(p.nb);
+  const int r = static_cast<int>(threadIdx.x);
+  const bool flip = p.upper != transpose;  // D' is lower only when read backwards
+  const int64_t ntasks = p.batch * nblk * npanels;
+
+  for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
+    const int64_t bidx = task / (nblk * npanels);
+    const int64_t k = (task / npanels) % nblk;
+    const int j0 = static_cast<int>(task % npanels) * kPanel;
+    const int64_t k0 = k * p.nb;
+    const int sz = static_cast<int>(p.m - k0 < p.nb ? p.m - k0 : p.nb);
+
+    // D'(i, j) = Dv[i * dr + j * dc], with D the diagonal block of A.
+    int64_t dr = transpose ? p.a.col : p.a.row, dc = transpose ? p.a.row : p.a.col;
+    const T* Dv = p.A + bidx * p.a_batch_stride + k0 * (p.a.row + p.a.col);
+    if (flip) {
+      Dv += (sz - 1) * (p.a.row + p.a.col);
+      dr = -dr;
+      dc = -dc;
+    }
+    T* O = p.out + (bidx * nblk + k) * p.nb * p.nb;
+
+    T x[kPanel];
+#pragma unroll
+    for (int jj = 0; jj < kPanel; ++jj) x[jj] = T(r == j0 + jj ? 1 : 0);
+    const bool row_ok = r < sz;
+    const T dself = (row_ok && !p.unit) ? conj_if(Dv[r * dr + r * dc], p.conj) : T(1);
+
+    if (j0 < sz) {
+      T dnext = (r > j0 && row_ok) ? conj_if(Dv[r * dr + j0 * dc], p.conj) : T(0);
+      for (int c = j0; c < sz; ++c) {
+        const T dcur = dnext;
+        if (c + 1 < sz) dnext = (r > c + 1 && row_ok) ? conj_if(Dv[r * dr + (c + 1) * dc], p.conj) : T(0);
+        if (r == c) {
+#pragma unroll
+          for (int jj = 0; jj < kPanel; ++jj) {
+            if (!p.unit) x[jj] = x[jj] / dself;
+            xs[c & 1][jj] = x[jj];
+          }
+        }
+        __syncthreads();
+        if (r > c && row_ok) {
+#pragma unroll
+          for (int jj = 0; jj < kPanel; ++jj) x[jj] = fms(x[jj], dcur, xs[c & 1][jj]);
+        }
+      }
+    }
+
+    if (r < nb) {
+#pragma unroll
+      for (int jj = 0; jj < kPanel; ++jj) {
+        const int col = j0 + jj;
+        if (col >= nb) break;
+        if (row_ok && col < sz) {
+          int R = flip ? sz - 1 - r : r, C = flip ? sz - 1 - col : col;
+          if (transpose) { const int t = R; R = C; C = t; }
+          O[int64_t(R) * nb + C] = x[jj];
+        } else {
+          O[int64_t(r) * nb + col] = T(0);
+        }
+      }
+    }
+    __syncthreads();  // xs is reused by the next task
+  }
+}
+
+}  // namespace
+
+template <typename T>
+hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream) {
+  if (p.m <= 0 || p.batch <= 0) return hsmaSuccess;
+  if (p.nb <= 0 || p.nb > kDiagInverseMaxNB) return hsmaError_t(1);
+  const int64_t nblk = (p.m + p.nb - 1) / p.nb;
+  const int64_t npanels = (p.nb + panel_width<T>() - 1) / panel_width<T>();
+  // Invert D^T instead of D when that makes the columns the kernel walks contiguous.
+  const bool transpose = iabs(p.a.col) < iabs(p.a.row);
+  const int threads = static_cast<int>((p.nb + kWarpSize - 1) / kWarpSize * kWarpSize);
+  const int64_t ntasks = p.batch * nblk * npanels;
+  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  diag_inverse_kernel<T><<<grid, threads, 0, stream>>>(p, nblk, npanels, transpose);
+  return hsmaGetLastError();
+}
+
+template hsmaError_t launch_diag_inverse<float>(const DiagInverseProblem<float>&, hsmaStream_t);
+template hsmaError_t launch_diag_inverse<double>(const DiagInverseProblem<double>&, hsmaStream_t);
+template hsmaError_t launch_diag_inverse<complex<float>>(const DiagInverseProblem<complex<float>>&, hsmaStream_t);
+template hsmaError_t launch_diag_inverse<complex<double>>(const DiagInverseProblem<complex<double>>&, hsmaStream_t);
+
+}  // namespace hsma

@@ -1,0 +1,124 @@
+// Portability layer for the hsma_trsm kernels: one source for CUDA (nvcc) and HIP (hipcc).
+//
+// Kernels include this header and nothing from torch, so every kernel file compiles alone for
+// either vendor. What differs between NVIDIA and AMD lives here:
+//   - the warp / wavefront width (32 on NVIDIA, 64 on gfx9 AMD) as a compile-time constant;
+//   - lane shuffles behind one wrapper (CUDA needs a lane mask, HIP does not take one);
+//   - the shared-memory budget a block may count on without opting in (48 KB on NVIDIA,
+//     64 KB on AMD: the paper's setting and exactly one complex128 64x64 tile);
+//   - a small complex type with the same layout as c10::complex / std::complex.
+#pragma once
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_runtime.h>
+#define HSMA_HIP 1
+typedef hipStream_t hsmaStream_t;
+typedef hipError_t hsmaError_t;
+#define hsmaSuccess hipSuccess
+#define hsmaGetLastError hipGetLastError
+#define hsmaGetErrorString hipGetErrorString
+#else
+#include <cuda_runtime.h>
+#define HSMA_HIP 0
+typedef cudaStream_t hsmaStream_t;
+typedef cudaError_t hsmaError_t;
+#define hsmaSuccess cudaSuccess
+#define hsmaGetLastError cudaGetLastError
+#define hsmaGetErrorString cudaGetErrorString
+#endif
+
+#include <cstdint>
+
+namespace hsma {
+
+// Device-side warp width. __AMDGCN_WAVEFRONT_SIZE is defined by clang for every AMD target
+// (64 on gfx9 / CDNA, 32 on RDNA in wave32 mode); NVIDIA warps are 32 lanes.
+#if HSMA_HIP && defined(__AMDGCN_WAVEFRONT_SIZE)
+constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
+#elif HSMA_HIP
+constexpr int kWarpSize = 64;
+#else
+constexpr int kWarpSize = 32;
+#endif
+
+// Shared memory a block may use without an opt-in attribute (static allocations).
+#if HSMA_HIP
+constexpr int kSharedBudgetBytes = 64 * 1024;
+#else
+constexpr int kSharedBudgetBytes = 48 * 1024;
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// complex<R>: layout-compatible with c10::complex<R> (real, imag), device arithmetic only.
+template <typename R>
+struct alignas(2 * sizeof(R)) complex {
+  R re, im;
+  __host__ __device__ constexpr complex() : re(0), im(0) {}
+  __host__ __device__ constexpr complex(R r, R i = R(0)) : re(r), im(i) {}
+};
+
+template <typename T> struct real_of { using type = T; };
+template <typename R> struct real_of<complex<R>> { using type = R; };
+
+template <typename R> __host__ __device__ inline complex<R> operator+(complex<R> a, complex<R> b) { return {a.re + b.re, a.im + b.im}; }
+template <typename R> __host__ __device__ inline complex<R> operator-(complex<R> a, complex<R> b) { return {a.re - b.re, a.im - b.im}; }
+template <typename R> __host__ __device__ inline complex<R> operator*(complex<R> a, complex<R> b) {
+  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+template <typename R> __host__ __device__ inline complex<R>& operator+=(complex<R>& a, complex<R> b) { a = a + b; return a; }
+template <typename R> __host__ __device__ inline complex<R>& operator-=(complex<R>& a, complex<R> b) { a = a - b; return a; }
+
+// Division a / b without forming 1/b: Smith's algorithm, so a huge or subnormal b neither
+// overflows nor flushes an intermediate reciprocal. b = 0 gives inf/nan as IEEE division does.
+template <typename R> __host__ __device__ inline complex<R> operator/(complex<R> a, complex<R> b) {
+  if (b.im == R(0)) return {a.re / b.re, a.im / b.re};
+  if (b.re == R(0)) return {a.im / b.im, -a.re / b.im};
+  R ar = b.re < 0 ? -b.re : b.re, ai = b.im < 0 ? -b.im : b.im;
+  if (ar >= ai) {
+    R t = b.im / b.re, d = b.re + b.im * t;
+    return {(a.re + a.im * t) / d, (a.im - a.re * t) / d};
+  }
+  R t = b.re / b.im, d = b.re * t + b.im;
+  return {(a.re * t + a.im) / d, (a.im * t - a.re) / d};
+}
+
+__host__ __device__ inline float conj_if(float v, bool) { return v; }
+__host__ __device__ inline double conj_if(double v, bool) { return v; }
+template <typename R> __host__ __device__ inline complex<R> conj_if(complex<R> v, bool c) {
+  return c ? complex<R>{v.re, -v.im} : v;
+}
+
+// x - a*b as one fused step where the hardware has it.
+__device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); }
+__device__ inline double fms(double x, double a, double b) { return fma(-a, b, x); }
+template <typename R> __device__ inline complex<R> fms(complex<R> x, complex<R> a, complex<R> b) {
+  return {fms(fms(x.re, a.re, b.re), -a.im, b.im), fms(fms(x.im, a.re, b.im), a.im, b.re)};
+}
+
+#if defined(__CUDACC__) || defined(__HIPCC__)  // device-only helpers below
+// ---------------------------------------------------------------------------------------------
+// Lane shuffle within segments of `width` lanes (a power of two <= kWarpSize): every lane reads
+// the value held by lane `src` of its own segment. All lanes of the warp must take part.
+__device__ inline float shfl(float v, int src, int width) {
+#if HSMA_HIP
+  return __shfl(v, src, width);
+#else
+  return __shfl_sync(0xffffffffu, v, src, width);
+#endif
+}
+__device__ inline double shfl(double v, int src, int width) {
+#if HSMA_HIP
+  return __shfl(v, src, width);
+#else
+  return __shfl_sync(0xffffffffu, v, src, width);
+#endif
+}
+template <typename R> __device__ inline complex<R> shfl(complex<R> v, int src, int width) {
+  return {shfl(v.re, src, width), shfl(v.im, src, width)};
+}
+
+// Lane index within the warp / wavefront.
+__device__ inline int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
+#endif  // __CUDACC__ || __HIPCC__
+
+}  // namespace hsma

@@ -1,0 +1,78 @@
+// The normalised problem the kernels solve, and the launchers' declarations.
+//
+// No torch headers here: the kernel sources compile alone with nvcc or hipcc. The torch-facing
+// code (csrc/cuda_dispatch.cpp) turns every (side, uplo, trans, diag) into one canonical form:
+//
+//     L X = alpha B,   L lower triangular m x m, X and B m x n, for each batch entry,
+//
+// reached purely through signed element strides: a transposed A is A with its strides swapped,
+// an upper A is a lower one read from its last element backwards (negative strides), a right-side
+// solve is the left-side solve of the transposes, and a conjugate (trans = 'C' or a conj view)
+// is a flag applied when L is loaded.
+#pragma once
+#include <cstdint>
+
+#include "portable.cuh"
+
+namespace hsma {
+
+constexpr int kMaxBatchDims = 4;
+
+// Batch dimensions after broadcasting (size-1 dims dropped, contiguous runs merged).
+// Element offset of batch entry b in tensor t: sum_d idx_d(b) * stride[t][d].
+struct BatchLayout {
+  int ndim = 0;
+  int64_t size[kMaxBatchDims] = {1, 1, 1, 1};
+  int64_t stride[3][kMaxBatchDims] = {};  // [0] = L (A), [1] = B, [2] = X
+};
+
+__host__ __device__ inline void batch_offsets(const BatchLayout& bl, int64_t b, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int d = bl.ndim - 1; d >= 0; --d) {
+    int64_t i = b % bl.size[d];
+    b /= bl.size[d];
+    off[0] += i * bl.stride[0][d];
+    off[1] += i * bl.stride[1][d];
+    off[2] += i * bl.stride[2][d];
+  }
+}
+
+// Element (i, j) of a matrix is at ptr + i * row + j * col (element units, signed).
+struct MatrixRef {
+  int64_t row = 0, col = 0;
+};
+
+// L X = alpha B with L lower triangular (through strides), for `batch` entries.
+template <typename T>
+struct SolveProblem {
+  int64_t m = 0, n = 0, batch = 1;
+  const T* L = nullptr; MatrixRef l;
+  const T* B = nullptr; MatrixRef b;
+  T* X = nullptr;       MatrixRef x;  // may alias B (in-place solve): each element is read before written
+  BatchLayout bl;
+  bool conj = false;   // use conj(L)
+  bool unit = false;   // diagonal of L is 1 and never read
+  T alpha = T(1);
+};
+
+// Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides):
+// out[batch][k] (NB x NB, row-major, contiguous) = inv(T[k*NB:(k+1)*NB, same]) in its top-left
+// sz x sz corner (sz = NB except for a shorter last block); the rest of each out block is zero.
+// `upper`: T is upper triangular (the kernel reads it as a lower one, backwards).
+template <typename T>
+struct DiagInverseProblem {
+  int64_t m = 0, nb = 0, batch = 1;
+  const T* A = nullptr; MatrixRef a; int64_t a_batch_stride = 0;
+  T* out = nullptr;    // (batch, ceil(m/nb), nb, nb) contiguous
+  bool upper = false, conj = false, unit = false;
+};
+
+// Launchers (defined in the .cu files, explicitly instantiated for float, double,
+// complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
+template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
+template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
+
+constexpr int64_t kSmallMaxM = 64;       // the small-path limit on the triangle's order
+constexpr int64_t kDiagInverseMaxNB = 1024;
+
+}  // namespace hsma

@@ -1,0 +1,134 @@
+// torch.ops.hsma: the schemas, the argument checks every backend shares, the CPU kernel
+// (through ATen, i.e. LAPACK trsm) and the Autograd-key guard of the in-place form.
+// The CUDA kernels are registered in csrc/cuda_dispatch.cpp; the fake (meta) kernel and the
+// autograd formula of the functional op live in hsma_trsm/_ops.py.
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <cctype>
+#include <cstdlib>
+
+#include "trsm.h"
+
+namespace hsma {
+
+char parse_trans(c10::string_view trans) {
+  const char c = trans.size() == 1 ? static_cast<char>(std::toupper(trans[0])) : '?';
+  TORCH_CHECK_VALUE(c == 'N' || c == 'T' || c == 'C',
+                    "hsma::trsm: trans must be 'N', 'T' or 'C', got '", std::string(trans), "'");
+  return c;
+}
+
+static bool supported_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
+}
+
+TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op) {
+  TORCH_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", A.sizes());
+  TORCH_CHECK(B.dim() >= 2, op, ": B must have at least 2 dimensions (*, m, n), got shape ", B.sizes());
+  TORCH_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", A.sizes());
+  TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
+                   ": A must be float32, float64, complex64 or complex128, got ", A.scalar_type());
+  TORCH_CHECK_TYPE(A.scalar_type() == B.scalar_type(), op, ": A and B must have the same dtype, got A ",
+                   A.scalar_type(), " and B ", B.scalar_type());
+  TORCH_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device(),
+              " and B on ", B.device());
+  TORCH_CHECK(A.layout() == at::kStrided && B.layout() == at::kStrided, op, ": A and B must be strided (dense) tensors");
+  TORCH_CHECK_TYPE(!args.alpha.isComplex() || at::isComplexType(A.scalar_type()), op,
+                   ": alpha is complex but A and B are ", A.scalar_type());
+  TrsmShape s;
+  s.k = A.size(-1);
+  s.m = B.size(-2);
+  s.n = B.size(-1);
+  const int64_t need = args.left ? s.m : s.n;
+  TORCH_CHECK(s.k == need, op, ": A is ", s.k, "x", s.k, " but B is ", s.m, "x", s.n, "; with left=",
+              args.left ? "True" : "False", " A's order must equal B's number of ",
+              args.left ? "rows (m)" : "columns (n)");
+  const auto a_batch = A.sizes().slice(0, A.dim() - 2);
+  const auto b_batch = B.sizes().slice(0, B.dim() - 2);
+  try {
+    s.batch = at::infer_size(a_batch, b_batch);
+  } catch (const c10::Error&) {
+    TORCH_CHECK(false, op, ": the batch dimensions of A ", a_batch, " and B ", b_batch, " do not broadcast");
+  }
+  s.result = s.batch;
+  s.result.push_back(s.m);
+  s.result.push_back(s.n);
+  return s;
+}
+
+void check_inplace(const at::Tensor& B, const TrsmShape& shape, const char* op) {
+  TORCH_CHECK(B.sizes().vec() == shape.result, op, ": the in-place solve writes B, so B must have the broadcast ",
+              "result's shape ", c10::IntArrayRef(shape.result), ", got ", B.sizes());
+  TORCH_CHECK(at::has_internal_overlap(B) != at::MemOverlap::Yes, op,
+              ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
+}
+
+int64_t choose_block_size(at::ScalarType /*dtype*/, int64_t /*k*/) {
+  if (const char* env = std::getenv("HSMA_TRSM_NB")) {
+    const long v = std::strtol(env, nullptr, 10);
+    if (v >= 1 && v <= 1024) return v;
+    TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_NB=", env, " (must be an integer in 1..1024)");
+  }
+  return 128;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha applied to the solution.
+static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
+                           c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
+  TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
+  const at::Tensor opA = args.trans == 'N' ? A : (args.trans == 'T' ? A.mT() : A.mH());
+  const bool upper_eff = upper != (args.trans != 'N');
+  at::Tensor X = at::linalg_solve_triangular(opA, B, upper_eff, left, unitriangular);
+  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) X.mul_(alpha);
+  return X.contiguous();
+}
+
+static at::Tensor trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                             bool unitriangular, const c10::Scalar& alpha) {
+  TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+  check_inplace(B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
+  B.copy_(trsm_cpu(A, B, left, upper, trans, unitriangular, alpha));
+  return B;
+}
+
+// Autograd key of the in-place form: it has no derivative formula; refuse clearly when a
+// gradient is wanted, otherwise pass through to the backend and bump B's version counter.
+static at::Tensor trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
+                                  c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
+  TORCH_CHECK(!(c10::GradMode::is_enabled() && (A.requires_grad() || B.requires_grad())),
+              "hsma::trsm_: the in-place solve does not support autograd (A or B requires grad); "
+              "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("hsma::trsm_", "")
+                       .typed<at::Tensor(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,
+                                          const c10::Scalar&)>();
+  {
+    c10::impl::ExcludeDispatchKeyGuard guard(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    op.call(A, B, left, upper, trans, unitriangular, alpha);
+  }
+  B.unsafeGetTensorImpl()->bump_version();
+  return B;
+}
+
+}  // namespace hsma
+
+TORCH_LIBRARY(hsma, m) {
+  m.def(
+      "trsm(Tensor A, Tensor B, *, bool left=True, bool upper=False, str trans=\"N\", "
+      "bool unitriangular=False, Scalar alpha=1) -> Tensor");
+  m.def(
+      "trsm_(Tensor A, Tensor(a!) B, *, bool left=True, bool upper=False, str trans=\"N\", "
+      "bool unitriangular=False, Scalar alpha=1) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(hsma, CPU, m) {
+  m.impl("trsm", &hsma::trsm_cpu);
+  m.impl("trsm_", &hsma::trsm_cpu_);
+}
+
+TORCH_LIBRARY_IMPL(hsma, Autograd, m) { m.impl("trsm_", &hsma::trsm_autograd_); }
