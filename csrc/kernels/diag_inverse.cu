@@ -107,7 +107,8 @@ hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t str
   const int64_t npanels = (p.nb + panel_width<T>() - 1) / panel_width<T>();
   // Invert D^T instead of D when that makes the columns the kernel walks contiguous.
   const bool transpose = iabs(p.a.col) < iabs(p.a.row);
-  const int threads = static_cast<int>((p.nb + kWarpSize - 1) / kWarpSize * kWarpSize);
+  const int warp = current_device_info().warp_size;
+  const int threads = static_cast<int>((p.nb + warp - 1) / warp * warp);
   const int64_t ntasks = p.batch * nblk * npanels;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   diag_inverse_kernel<T><<<grid, threads, 0, stream>>>(p, nblk, npanels, transpose);

@@ -53,7 +53,7 @@ constexpr int kSharedBudgetBytes = 48 * 1024;
 template <typename R>
 struct alignas(2 * sizeof(R)) complex {
   R re, im;
-  __host__ __device__ constexpr complex() : re(0), im(0) {}
+  complex() = default;  // trivial, so arrays of it can live in __shared__ memory (clang/HIP)
   __host__ __device__ constexpr complex(R r, R i = R(0)) : re(r), im(i) {}
 };
 
@@ -93,6 +93,38 @@ __device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); 
 __device__ inline double fms(double x, double a, double b) { return fma(-a, b, x); }
 template <typename R> __device__ inline complex<R> fms(complex<R> x, complex<R> a, complex<R> b) {
   return {fms(fms(x.re, a.re, b.re), -a.im, b.im), fms(fms(x.im, a.re, b.im), a.im, b.re)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-side facts about the current device, queried once per device: the launchers size their
+// grids and lane segments from these (the device warp width is only a compile-time constant in
+// the device pass, so the host asks the runtime).
+struct DeviceInfo {
+  int multiprocessors = 0;
+  int warp_size = 0;
+};
+
+inline DeviceInfo current_device_info() {
+  static DeviceInfo cache[64];
+  int dev = 0;
+#if HSMA_HIP
+  (void)hipGetDevice(&dev);
+#else
+  (void)cudaGetDevice(&dev);
+#endif
+  DeviceInfo& info = cache[dev & 63];
+  if (info.warp_size == 0) {
+#if HSMA_HIP
+    (void)hipDeviceGetAttribute(&info.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
+    (void)hipDeviceGetAttribute(&info.warp_size, hipDeviceAttributeWarpSize, dev);
+#else
+    (void)cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
+    (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);
+#endif
+    if (info.multiprocessors <= 0) info.multiprocessors = 80;
+    if (info.warp_size <= 0) info.warp_size = 32;
+  }
+  return info;
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)  // device-only helpers below

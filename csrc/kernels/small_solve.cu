@@ -90,34 +90,19 @@ small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntil
   }
 }
 
-int multiprocessor_count() {
-  static int count = 0;
-  if (count == 0) {
-    int dev = 0;
-#if HSMA_HIP
-    hipGetDevice(&dev);
-    hipDeviceGetAttribute(&count, hipDeviceAttributeMultiprocessorCount, dev);
-#else
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-#endif
-    if (count <= 0) count = 80;
-  }
-  return count;
-}
-
 }  // namespace
 
 template <typename T>
 hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
+  const DeviceInfo dev = current_device_info();
   int seg_w = 1;
-  while (seg_w < p.m && seg_w < kWarpSize) seg_w *= 2;
+  while (seg_w < p.m && seg_w < dev.warp_size) seg_w *= 2;
   const int rpl = static_cast<int>((p.m + seg_w - 1) / seg_w);
   const int nseg = kSmallThreads / seg_w;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
-  const int64_t sms = multiprocessor_count();
+  const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
   const int64_t n_pass = (p.n + nseg - 1) / nseg;
   while (passes < 8 && passes < n_pass && p.batch * ((n_pass + 2 * passes - 1) / (2 * passes)) >= 4 * sms)

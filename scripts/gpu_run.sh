@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One full run on a GPU machine (the H200): build (sm_90, all cores), the whole test suite on
+# the GPU, the benchmark against torch; logs and CSVs go to the folder given (default $OUT, else
+# ./gpu-out). STAGES (default "build test bench") selects steps; PYTEST_ARGS adds pytest options.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR=${1:-${OUT:-gpu-out}}
+mkdir -p "$OUTDIR"
+STAGES=${STAGES:-build test bench}
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+status=0
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  "$PY" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'hip', torch.version.hip)"
+  nvcc --version | tail -n 2
+} >"$OUTDIR/env.txt" 2>&1
+cat "$OUTDIR/env.txt"
+
+if [[ " $STAGES " == *" build "* ]]; then
+  echo "== build"
+  start=$(date +%s)
+  if TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(nproc) "$PY" -m pip install --no-build-isolation --no-deps -v -e . \
+      >"$OUTDIR/build.log" 2>&1; then
+    echo "build ok in $(( $(date +%s) - start )) s"
+    grep -E "registers|spill|smem" "$OUTDIR/build.log" | sort -u | head -n 40 || true
+  else
+    tail -n 80 "$OUTDIR/build.log"
+    echo "BUILD FAILED"
+    exit 1
+  fi
+fi
+
+if [[ " $STAGES " == *" test "* ]]; then
+  echo "== tests"
+  start=$(date +%s)
+  "$PY" -m pytest -q -ra -n 4 --junitxml="$OUTDIR/junit.xml" ${PYTEST_ARGS:-} tests >"$OUTDIR/tests.log" 2>&1 || status=1
+  echo "tests took $(( $(date +%s) - start )) s"
+  grep -E "passed|failed|error" "$OUTDIR/tests.log" | tail -n 3
+  grep -E "^(FAILED|ERROR)" "$OUTDIR/tests.log" | head -n 40
+fi
+
+if [[ " $STAGES " == *" bench "* ]]; then
+  echo "== benchmark"
+  "$PY" -m hsma_trsm.benchmark --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
+  tail -n 80 "$OUTDIR/bench.log"
+fi
+exit $status
