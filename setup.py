@@ -23,7 +23,7 @@ def gpu_toolchain():
 
 
 def extension():
-    host = ["csrc/ops.cpp", "csrc/autograd.cpp"]
+    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/tuning.cpp"]
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         kernels = sorted(glob.glob("csrc/kernels/*.cu", root_dir=HERE))
@@ -40,7 +40,7 @@ def extension():
 
 setup(
     packages=find_packages(include=["hsma_trsm", "hsma_trsm.*"]),
-    package_data={"hsma_trsm": ["tuning/*.json"]},
+    package_data={"hsma_trsm": ["tuning/*.csv"]},
     ext_modules=[extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )

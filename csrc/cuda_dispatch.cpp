@@ -11,7 +11,12 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -36,7 +41,7 @@ template <typename K> K to_kernel_scalar(const c10::Scalar& s) {
 }
 
 void check_launch(hsmaError_t err, const char* what) {
-  TORCH_CHECK(err == hsmaSuccess, "hsma::trsm: launching the ", what, " kernel failed: ", hsmaGetErrorString(err));
+  TORCH_CHECK(err == hsmaSuccess, "hsma::trsm: ", what, " failed: ", hsmaGetErrorString(err));
 }
 
 // Merges the batch dims of the three tensors into at most kMaxBatchDims; false if impossible.
@@ -84,6 +89,37 @@ Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
   return c;
 }
 
+// Name and compute capability of the current device, queried once per device.
+struct DeviceIdentity {
+  std::string name, capability;
+};
+
+const DeviceIdentity& device_identity() {
+  static std::mutex mutex;
+  static std::map<int, DeviceIdentity> cache;
+  int dev = 0;
+  check_launch(cudaGetDevice(&dev), "device query");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(dev);
+  if (it == cache.end()) {
+    cudaDeviceProp prop;
+    check_launch(cudaGetDeviceProperties(&prop, dev), "device query");
+    it = cache.emplace(dev, DeviceIdentity{prop.name, std::to_string(prop.major) + "." + std::to_string(prop.minor)}).first;
+  }
+  return it->second;
+}
+
+// HSMA_TRSM_SMALL_KERNEL=columns|segments forces one small-path kernel (ablations, tests).
+SmallKernel small_kernel_choice() {
+  const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
+  if (env == nullptr || *env == '\0') return SmallKernel::kAuto;
+  const std::string v(env);
+  if (v == "columns") return SmallKernel::kColumns;
+  if (v == "segments") return SmallKernel::kSegments;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns or segments)");
+  return SmallKernel::kAuto;
+}
+
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -115,6 +151,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.conj = c.conj;
   p.unit = args.unit;
   p.alpha = to_kernel_scalar<K>(args.alpha);
+  p.kernel = small_kernel_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);
     p.l = {-p.l.row, -p.l.col};
@@ -123,7 +160,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.X += (p.m - 1) * p.x.row;
     p.x.row = -p.x.row;
   }
-  check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "small solve");
+  check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
 
 // out = beta * C + alpha * (A @ B) for 3-D batches; A may have batch 1 (broadcast).
@@ -165,7 +202,10 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const Canonical c = canonicalise(args, A3.is_conj());
 
   // Inverses of the diagonal blocks of T, one launch for the whole batch.
-  const int64_t nb = choose_block_size(A.scalar_type(), k);
+  const DeviceIdentity& id = device_identity();
+  const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
+                                             A.scalar_type(), k);
+  const int64_t nb = choice.nb;
   const int64_t nblk = (k + nb - 1) / nb;
   at::Tensor inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
   {
@@ -180,7 +220,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     p.upper = !c.lower;
     p.conj = c.conj;
     p.unit = args.unit;
-    check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "diagonal-block inverse");
+    check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the diagonal-block inverse kernel");
   }
 
   // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
@@ -189,15 +229,37 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const at::Tensor R = args.left ? B3 : B3.mT();
   at::Tensor Xv = args.left ? X3 : X3.mT();
 
-  // Solves rows [r0, r1) of T X = a R, R holding exactly those rows.
+  // X rows [r0, r0 + sz) = a * inv(T_kk) @ Rk for the diagonal block starting at r0.
+  auto leaf = [&](int64_t r0, int64_t sz, const at::Tensor& Rk, const c10::Scalar& a) {
+    const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
+    at::Tensor Xk = Xv.narrow(1, r0, sz);
+    gemm(Xk, 0, Ik, Rk, a, &Xk);
+  };
+
+  if (choice.variant == BlockedVariant::kBlocked) {
+    // Left-looking block rows: X_k = inv(T_kk) (alpha B_k - T_k,done X_done), in solve order.
+    for (int64_t step = 0; step < nblk; ++step) {
+      const int64_t kb = c.lower ? step : nblk - 1 - step;
+      const int64_t r0 = kb * nb, sz = std::min(nb, k - r0);
+      const at::Tensor Rk = R.narrow(1, r0, sz);
+      if (step == 0) {
+        leaf(r0, sz, Rk, args.alpha);
+        continue;
+      }
+      const int64_t d0 = c.lower ? 0 : r0 + sz, dn = c.lower ? r0 : k - (r0 + sz);
+      const at::Tensor tmp = gemm(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1,
+                                  nullptr);
+      leaf(r0, sz, tmp, 1);
+    }
+    return;
+  }
+
+  // Recursive: solves rows [r0, r1) of T X = a R, R holding exactly those rows.
   std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve =
       [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
         const int64_t blocks = (r1 - r0 + nb - 1) / nb;
         if (blocks == 1) {
-          const int64_t sz = r1 - r0;
-          const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
-          at::Tensor Xk = Xv.narrow(1, r0, sz);
-          gemm(Xk, 0, Ik, Rr, a, &Xk);
+          leaf(r0, r1 - r0, Rr, a);
           return;
         }
         const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
@@ -241,7 +303,7 @@ at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool u
   return X;
 }
 
-at::Tensor trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
+void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
                        bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
@@ -251,7 +313,6 @@ at::Tensor trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
   } else {
     B.copy_(trsm_cuda(A, B, left, upper, trans, unitriangular, alpha));
   }
-  return B;
 }
 
 }  // namespace

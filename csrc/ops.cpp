@@ -8,7 +8,6 @@
 #include <torch/library.h>
 
 #include <cctype>
-#include <cstdlib>
 
 #include "trsm.h"
 
@@ -66,15 +65,6 @@ void check_inplace(const at::Tensor& B, const TrsmShape& shape, const char* op) 
               ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
 }
 
-int64_t choose_block_size(at::ScalarType /*dtype*/, int64_t /*k*/) {
-  if (const char* env = std::getenv("HSMA_TRSM_NB")) {
-    const long v = std::strtol(env, nullptr, 10);
-    if (v >= 1 && v <= 1024) return v;
-    TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_NB=", env, " (must be an integer in 1..1024)");
-  }
-  return 128;
-}
-
 // ---------------------------------------------------------------------------------------------
 // CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha applied to the solution.
 static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
@@ -88,31 +78,29 @@ static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, 
   return X.contiguous();
 }
 
-static at::Tensor trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
+static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
                              bool unitriangular, const c10::Scalar& alpha) {
   TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
   check_inplace(B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
   B.copy_(trsm_cpu(A, B, left, upper, trans, unitriangular, alpha));
-  return B;
 }
 
 // Autograd key of the in-place form: it has no derivative formula; refuse clearly when a
 // gradient is wanted, otherwise pass through to the backend and bump B's version counter.
-static at::Tensor trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
+static void trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
                                   c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
   TORCH_CHECK(!(c10::GradMode::is_enabled() && (A.requires_grad() || B.requires_grad())),
               "hsma::trsm_: the in-place solve does not support autograd (A or B requires grad); "
               "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("hsma::trsm_", "")
-                       .typed<at::Tensor(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,
-                                          const c10::Scalar&)>();
+                       .typed<void(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,
+                                    const c10::Scalar&)>();
   {
     c10::impl::ExcludeDispatchKeyGuard guard(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     op.call(A, B, left, upper, trans, unitriangular, alpha);
   }
   B.unsafeGetTensorImpl()->bump_version();
-  return B;
 }
 
 }  // namespace hsma
@@ -123,7 +111,7 @@ TORCH_LIBRARY(hsma, m) {
       "bool unitriangular=False, Scalar alpha=1) -> Tensor");
   m.def(
       "trsm_(Tensor A, Tensor(a!) B, *, bool left=True, bool upper=False, str trans=\"N\", "
-      "bool unitriangular=False, Scalar alpha=1) -> Tensor(a!)");
+      "bool unitriangular=False, Scalar alpha=1) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(hsma, CPU, m) {

@@ -40,7 +40,22 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // have overlapping memory.
 void check_inplace(const at::Tensor& B, const TrsmShape& shape, const char* op);
 
-// Outer block size NB for the blocked path (HSMA_TRSM_NB overrides; else 128).
-int64_t choose_block_size(at::ScalarType dtype, int64_t k);
+// The blocked path's shape: outer block NB and the driver variant
+// (recursive: X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2), leaves of NB rows;
+//  blocked: left-looking block rows, X_k = inv(T_kk) (alpha B_k - T_k,<k X_<k)).
+enum class BlockedVariant { kRecursive, kBlocked };
+struct BlockChoice {
+  int64_t nb;
+  BlockedVariant variant;
+  std::string source;  // "default", "table <path> (size s)", "HSMA_TRSM_NB", ...
+};
+constexpr int64_t kDiagInverseMaxNBHost = 1024;
+
+// The block-size table for a GPU (see csrc/tuning.cpp); "" when no directory is known.
+std::string table_path_for(const std::string& gpu, const std::string& capability);
+// Nearest-size lookup in the table at `path` (env overrides applied); never throws for a bad table.
+BlockChoice lookup_blocking(const std::string& path, const std::string& gpu, const std::string& capability,
+                            at::ScalarType dtype, int64_t k);
+const char* variant_name(BlockedVariant v);
 
 }  // namespace hsma

@@ -19,6 +19,8 @@ def _load_library():
 
 
 _load_library()
+# The C++ side finds the shipped block-size tables (hsma_trsm/tuning/*.csv) here.
+torch.ops.hsma._set_tuning_dir(os.path.join(_HERE, "tuning"))
 
 
 def _result_shape(A, B, left):
@@ -43,7 +45,6 @@ def _trsm_fake(A, B, *, left=True, upper=False, trans="N", unitriangular=False, 
 @torch.library.register_fake("hsma::trsm_")
 def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
     _result_shape(A, B, left)
-    return B
 
 
 # The autograd formula is registered in C++ (csrc/autograd.cpp), so calls that want no gradient

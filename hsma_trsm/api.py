@@ -51,7 +51,8 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
     B must already have the broadcast result's shape and no overlapping memory. Not
     differentiable: raises RuntimeError when A or B requires grad (use :func:`trsm`).
     """
-    return torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    return B
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):

@@ -1,7 +1,15 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
-// whole triangle of L in shared memory, one right-hand-side column per lane segment.
+// whole triangle of L in shared memory. Two kernels of one family, chosen by the launcher:
 //
-// Layout of the work:
+// 1. Column kernel (a column of X per thread, in registers), when M * sizeof(T) <= 512 bytes
+//    (every dtype at m <= 32; float32, float64 and complex64 up to m = 64). The order is rounded
+//    up to a compile-time M in {8, 16, 32, 48, 64} (L padded with identity), so the substitution
+//    is fully unrolled over registers: for each k, x_k /= L(k, k), then x_i -= L(i, k) x_k for
+//    i > k, with L(:, k) read from shared memory as a broadcast (every lane reads the same
+//    address; consecutive i vectorise). Several (matrix, column tile) tasks share a block when the
+//    tiles are narrow, so batches of tiny systems keep every lane busy.
+//
+// 2. Segment kernel (below), the general fallback (complex128 at 32 < m <= 64):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory: column k holds
@@ -18,6 +26,79 @@ namespace hsma {
 namespace {
 
 constexpr int kSmallThreads = 256;
+constexpr int kColumnThreads = 128;
+constexpr int kColumnMaxBytes = 512;  // M * sizeof(T) for the column kernel's registers
+
+template <typename T, int M>
+__global__ void __launch_bounds__(kColumnThreads)
+small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
+  extern __shared__ unsigned char smem_raw[];
+  const int groups = static_cast<int>(blockDim.x) / tc;
+  const int g = static_cast<int>(threadIdx.x) / tc, t = static_cast<int>(threadIdx.x) % tc;
+  T* Ls = reinterpret_cast<T*>(smem_raw) + g * M * M;  // column-major: Ls[k * M + i] = L(i, k)
+  const int m = static_cast<int>(p.m);
+  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  const int64_t ntasks = p.batch * ntiles;
+
+  for (int64_t base = int64_t(blockIdx.x) * groups; base < ntasks; base += int64_t(gridDim.x) * groups) {
+    const int64_t task = base + g;
+    const bool has_task = task < ntasks;
+    const int64_t bidx = has_task ? task / ntiles : 0, tile = has_task ? task % ntiles : 0;
+    int64_t off[3];
+    batch_offsets(p.bl, bidx, off);
+
+    __syncthreads();  // the previous task is done with Ls
+    if (has_task) {
+      const T* L = p.L + off[0];
+      for (int e = t; e < M * M; e += tc) {
+        const int i = k_fast ? e / M : e % M;
+        const int k = k_fast ? e % M : e / M;
+        T v = T(i == k ? 1 : 0);  // padding beyond m: identity
+        if (i < m && k < m && (i > k || (i == k && !p.unit))) v = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+        Ls[k * M + i] = v;
+      }
+    }
+    __syncthreads();
+
+    const int64_t j = tile * tc + t;
+    const bool active = has_task && j < p.n;
+    const T* B = p.B + off[1] + j * p.b.col;
+    T x[M];
+#pragma unroll
+    for (int r = 0; r < M; ++r) x[r] = (active && r < m) ? p.alpha * B[r * p.b.row] : T(0);
+#pragma unroll
+    for (int k = 0; k < M; ++k) {
+      if (!p.unit) x[k] = x[k] / Ls[k * M + k];
+#pragma unroll
+      for (int i = k + 1; i < M; ++i) x[i] = fms(x[i], Ls[k * M + i], x[k]);
+    }
+    if (active) {
+      T* X = p.X + off[2] + j * p.x.col;
+#pragma unroll
+      for (int r = 0; r < M; ++r)
+        if (r < m) X[r * p.x.row] = x[r];
+    }
+  }
+}
+
+template <typename T, int M>
+hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+  // Threads per task: the columns of B rounded up to warps, at most the block; narrower (more
+  // tasks, each re-reading L) while the grid would leave multiprocessors idle.
+  int64_t tc = (p.n + dev.warp_size - 1) / dev.warp_size * dev.warp_size;
+  if (tc > kColumnThreads) tc = kColumnThreads;
+  while (tc > dev.warp_size && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
+  const int64_t per_matrix_bytes = int64_t(M) * M * sizeof(T);
+  int64_t groups = kColumnThreads / tc;
+  while (groups > 1 && groups * per_matrix_bytes > kSharedBudgetBytes) groups /= 2;
+  const int64_t ntiles = (p.n + tc - 1) / tc;
+  const int64_t ntasks = p.batch * ntiles;
+  const int64_t blocks = (ntasks + groups - 1) / groups;
+  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  small_solve_columns_kernel<T, M><<<grid, static_cast<unsigned>(groups * tc), groups * per_matrix_bytes, stream>>>(
+      p, static_cast<int>(tc), ntiles);
+  return hsmaGetLastError();
+}
 constexpr int kPackedMax = int(kSmallMaxM * (kSmallMaxM + 1) / 2);
 
 __host__ __device__ inline int packed_start(int k, int m) { return k * m - (k * (k - 1)) / 2; }
@@ -97,6 +178,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
   const DeviceInfo dev = current_device_info();
+  if (p.kernel != SmallKernel::kSegments) {
+    if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
+    if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
+    if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
+    if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
+      if (p.m <= 48) return launch_columns<T, 48>(p, dev, stream);
+    }
+    if constexpr (64 * sizeof(T) <= kColumnMaxBytes) {
+      if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
+    }
+  }
   int seg_w = 1;
   while (seg_w < p.m && seg_w < dev.warp_size) seg_w *= 2;
   const int rpl = static_cast<int>((p.m + seg_w - 1) / seg_w);

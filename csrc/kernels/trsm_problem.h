@@ -42,6 +42,9 @@ struct MatrixRef {
   int64_t row = 0, col = 0;
 };
 
+// Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
+enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2 };
+
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
 template <typename T>
 struct SolveProblem {
@@ -53,6 +56,7 @@ struct SolveProblem {
   bool conj = false;   // use conj(L)
   bool unit = false;   // diagonal of L is 1 and never read
   T alpha = T(1);
+  SmallKernel kernel = SmallKernel::kAuto;
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides):

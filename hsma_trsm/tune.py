@@ -1,0 +1,136 @@
+"""Offline block-size tuner for the blocked path (the HSMA-TRSM paper's adaptive blocking).
+
+    python -m hsma_trsm.tune [--sizes 128,256,...] [--dtypes f32,f64,c64,c128]
+                             [--nbs 32,64,128,256,512,1024] [--variants recursive,blocked]
+                             [--out PATH] [--sweep-csv PATH]
+
+On the current CUDA GPU, for every (dtype, size) it times square left-lower solves (m = n = size)
+for every candidate (NB, variant), forced through HSMA_TRSM_NB / HSMA_TRSM_VARIANT, keeps the
+fastest, and writes the table the C++ lookup reads (default: hsma_trsm/tuning/<gpu>-sm<cc>.csv,
+the file the package picks for this GPU). Point the library at another table with
+HSMA_TRSM_TABLE=path. The full sweep (every candidate's time) goes to --sweep-csv for ablations
+(adaptive vs fixed NB = 128). Candidates with NB < 128 are skipped at sizes >= 8192 (hundreds of
+GEMM launches; never the fastest in our sweeps) unless --all-nb is given.
+"""
+import argparse
+import csv
+import os
+import sys
+
+import torch
+
+from . import _bench_util as bu
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+DEFAULT_NBS = [32, 64, 128, 256, 512, 1024]
+
+
+def time_config(A, B, nb, variant, target_s):
+    import hsma_trsm
+
+    os.environ["HSMA_TRSM_NB"] = str(nb)
+    os.environ["HSMA_TRSM_VARIANT"] = variant
+    try:
+        t = bu.time_cuda_events(
+            lambda: hsma_trsm.trsm(A, B), warmup=1, target_s=target_s, min_reps=3, max_reps=20, isolate=False
+        )
+    finally:
+        os.environ.pop("HSMA_TRSM_NB", None)
+        os.environ.pop("HSMA_TRSM_VARIANT", None)
+    return t.median_us
+
+
+def table_path_for_current_gpu():
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return os.path.join(_HERE, "tuning", f"{bu.slugify(props.name)}-sm{props.major}{props.minor}.csv")
+
+
+def write_table(path, best, info):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        f.write("# hsma_trsm block-size table: fastest (NB, variant) per (dtype, size), square left-lower solves\n")
+        f.write(f"# gpu: {info['gpu']}\n# capability: {info['capability']}\n")
+        f.write(f"# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
+        f.write("dtype,size,nb,variant\n")
+        for (dtype, size), (nb, variant, _) in sorted(best.items()):
+            f.write(f"{dtype},{size},{nb},{variant}\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    ap.add_argument("--dtypes", default="f32,f64,c64,c128")
+    ap.add_argument("--nbs", default=",".join(map(str, DEFAULT_NBS)))
+    ap.add_argument("--variants", default="recursive,blocked")
+    ap.add_argument("--out", default=None, help="table file (default: the package's table for this GPU)")
+    ap.add_argument("--sweep-csv", default=None, help="also write every candidate's time here")
+    ap.add_argument("--target-s", type=float, default=0.05, help="timed seconds per candidate")
+    ap.add_argument("--all-nb", action="store_true", help="also try NB < 128 at sizes >= 8192")
+    args = ap.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("hsma_trsm.tune: no CUDA device; the tuner measures the GPU it runs on", file=sys.stderr)
+        return 2
+    import hsma_trsm  # noqa: F401
+
+    info = bu.env_info("cuda")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    dtypes = [bu.parse_dtype(d) for d in args.dtypes.split(",")]
+    nbs = [int(s) for s in args.nbs.split(",")]
+    variants = args.variants.split(",")
+    out = args.out or table_path_for_current_gpu()
+    print(f"tuning on {info['gpu']} (sm {info['capability']}), torch {info['torch']}, CUDA {info['cuda']}")
+
+    jobs = []
+    for dtype in dtypes:
+        for size in sizes:
+            for nb in nbs:
+                if nb > size or (size >= 8192 and nb < 128 and not args.all_nb):
+                    continue
+                for variant in variants:
+                    jobs.append((dtype, size, nb, variant))
+
+    rows, best = [], {}
+    current = None
+    bar = bu.progress(jobs, total=len(jobs), desc="tune")
+    for dtype, size, nb, variant in bar:
+        if current != (dtype, size):
+            current = (dtype, size)
+            A = B = None
+            torch.cuda.empty_cache()
+            A = bu.make_triangular(size, dtype=dtype, device="cuda", seed=size)
+            B = bu.make_rhs(size, size, dtype=dtype, device="cuda", seed=size + 1)
+        try:
+            us = time_config(A, B, nb, variant, args.target_s)
+        except RuntimeError as e:  # e.g. out of memory: record and go on
+            us = float("nan")
+            print(f"\n{bu.dtype_name(dtype)} size {size} NB {nb} {variant}: {e}", file=sys.stderr)
+        rows.append((bu.dtype_name(dtype), size, nb, variant, us))
+        key = (bu.dtype_name(dtype), size)
+        if us == us and (key not in best or us < best[key][2]):
+            best[key] = (nb, variant, us)
+        if hasattr(bar, "set_postfix_str"):
+            bar.set_postfix_str(f"{key[0]} {size} NB {nb} {variant}: {us:.0f} us")
+    if hasattr(bar, "close"):
+        bar.close()
+
+    write_table(out, best, info)
+    print(f"table written to {out}")
+    if args.sweep_csv:
+        with open(args.sweep_csv, "w", newline="") as f:
+            f.write(f"# gpu: {info['gpu']}\n# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
+            w = csv.writer(f)
+            w.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops"])
+            for dtype, size, nb, variant, us in rows:
+                flops = bu.trsm_flops(size, size, is_complex=dtype.startswith("complex"))
+                w.writerow([dtype, size, nb, variant, f"{us:.1f}", f"{flops / us / 1e6:.2f}"])
+        print(f"sweep written to {args.sweep_csv}")
+    print(f"{'dtype':<11} {'size':>6} {'NB':>5} {'variant':<10} {'us':>10}")
+    for (dtype, size), (nb, variant, us) in sorted(best.items()):
+        print(f"{dtype:<11} {size:>6} {nb:>5} {variant:<10} {us:>10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
