@@ -120,3 +120,16 @@ TORCH_LIBRARY_IMPL(hsma, CPU, m) {
 }
 
 TORCH_LIBRARY_IMPL(hsma, Autograd, m) { m.impl("trsm_", &hsma::trsm_autograd_); }
+
+// Conjugate and negative views reach the kernels as they are: the CPU kernel hands them to ATen,
+// the CUDA kernels fold a conjugated A into their conj flag (A.mH() costs no copy) and resolve
+// the rest. (The generic math-bits fallback would materialise every such input, and it cannot
+// serve an in-place op that returns nothing.)
+TORCH_LIBRARY_IMPL(hsma, Conjugate, m) {
+  m.impl("trsm", torch::CppFunction::makeFallthrough());
+  m.impl("trsm_", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(hsma, Negative, m) {
+  m.impl("trsm", torch::CppFunction::makeFallthrough());
+  m.impl("trsm_", torch::CppFunction::makeFallthrough());
+}

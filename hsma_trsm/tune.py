@@ -92,6 +92,12 @@ def main(argv=None):
                     jobs.append((dtype, size, nb, variant))
 
     rows, best = [], {}
+    sweep = None
+    if args.sweep_csv:  # written as it goes, so an interrupted sweep keeps what it measured
+        sweep = open(args.sweep_csv, "w", newline="")
+        sweep.write(f"# gpu: {info['gpu']}\n# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
+        sweep_writer = csv.writer(sweep)
+        sweep_writer.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops"])
     current = None
     bar = bu.progress(jobs, total=len(jobs), desc="tune")
     for dtype, size, nb, variant in bar:
@@ -107,9 +113,14 @@ def main(argv=None):
             us = float("nan")
             print(f"\n{bu.dtype_name(dtype)} size {size} NB {nb} {variant}: {e}", file=sys.stderr)
         rows.append((bu.dtype_name(dtype), size, nb, variant, us))
+        if sweep:
+            flops = bu.trsm_flops(size, size, is_complex=dtype.is_complex)
+            sweep_writer.writerow([bu.dtype_name(dtype), size, nb, variant, f"{us:.1f}", f"{flops / us / 1e6:.2f}"])
+            sweep.flush()
         key = (bu.dtype_name(dtype), size)
         if us == us and (key not in best or us < best[key][2]):
             best[key] = (nb, variant, us)
+            write_table(out, best, info)  # kept current, so an interrupted sweep still leaves a table
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(f"{key[0]} {size} NB {nb} {variant}: {us:.0f} us")
     if hasattr(bar, "close"):
@@ -117,14 +128,8 @@ def main(argv=None):
 
     write_table(out, best, info)
     print(f"table written to {out}")
-    if args.sweep_csv:
-        with open(args.sweep_csv, "w", newline="") as f:
-            f.write(f"# gpu: {info['gpu']}\n# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
-            w = csv.writer(f)
-            w.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops"])
-            for dtype, size, nb, variant, us in rows:
-                flops = bu.trsm_flops(size, size, is_complex=dtype.startswith("complex"))
-                w.writerow([dtype, size, nb, variant, f"{us:.1f}", f"{flops / us / 1e6:.2f}"])
+    if sweep:
+        sweep.close()
         print(f"sweep written to {args.sweep_csv}")
     print(f"{'dtype':<11} {'size':>6} {'NB':>5} {'variant':<10} {'us':>10}")
     for (dtype, size), (nb, variant, us) in sorted(best.items()):
