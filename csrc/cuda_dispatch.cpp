@@ -41,7 +41,7 @@ template <typename K> K to_kernel_scalar(const c10::Scalar& s) {
 }
 
 void check_launch(hsmaError_t err, const char* what) {
-  TORCH_CHECK(err == hsmaSuccess, "hsma::trsm: ", what, " failed: ", hsmaGetErrorString(err));
+  HSMA_CHECK(err == hsmaSuccess, "hsma::trsm: ", what, " failed: ", hsmaGetErrorString(err));
 }
 
 // Merges the batch dims of the three tensors into at most kMaxBatchDims; false if impossible.
@@ -135,8 +135,8 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     // More than kMaxBatchDims non-mergeable batch dims: make the inputs batch-contiguous.
     Ae = Ae.contiguous();
     Be = Be.contiguous();
-    TORCH_INTERNAL_ASSERT(X.is_contiguous());
-    TORCH_INTERNAL_ASSERT(collapse_batch(s.batch, Ae, Be, X, p.bl));
+    HSMA_CHECK(X.is_contiguous(), "hsma::trsm: internal error: output not contiguous");
+    HSMA_CHECK(collapse_batch(s.batch, Ae, Be, X, p.bl), "hsma::trsm: internal error: batch layout");
   }
   const int64_t ar = Ae.stride(-2), ac = Ae.stride(-1);
   p.m = s.k;
@@ -162,6 +162,8 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   }
   check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
+
+constexpr int64_t kNarrowRhs = 64;  // right-hand-side columns (times batch) counted as narrow
 
 // out = beta * C + alpha * (A @ B) for 3-D batches; A may have batch 1 (broadcast).
 at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& Bm,
@@ -205,7 +207,15 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const DeviceIdentity& id = device_identity();
   const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
                                              A.scalar_type(), k);
-  const int64_t nb = choice.nb;
+  int64_t nb = choice.nb;
+  // Narrow right-hand sides (a few columns in all): the GEMMs are tiny and each costs a host-side
+  // launch, so take the fewest blocks the inversion kernel allows (one or two leaves).
+  const int64_t rhs_cols = (args.left ? s.n : s.m) * bt;
+  if (rhs_cols <= kNarrowRhs && choice.source.rfind("HSMA_TRSM_NB", 0) == std::string::npos) {
+    int64_t wide = 1;
+    while (wide < (k + 1) / 2 && wide < kDiagInverseMaxNB) wide *= 2;
+    nb = std::max(nb, wide);
+  }
   const int64_t nblk = (k + nb - 1) / nb;
   at::Tensor inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
   {

@@ -6,6 +6,18 @@
 #include <string>
 #include <vector>
 
+// Argument checks that raise RuntimeError (c10::Error). The exception is constructed and thrown
+// here rather than through TORCH_CHECK's out-of-line c10::detail::torchCheckFail: with torch
+// 2.11 + CUDA 13.0 on the H200 machine, errors thrown through that path from this extension
+// crashed the process (segfault during the throw), while exceptions thrown in place (as
+// TORCH_CHECK_TYPE / TORCH_CHECK_VALUE do) were raised normally.
+#define HSMA_CHECK(cond, ...)                                \
+  do {                                                       \
+    if (C10_UNLIKELY(!(cond))) {                             \
+      C10_THROW_ERROR(Error, ::c10::str(__VA_ARGS__));       \
+    }                                                        \
+  } while (false)
+
 namespace hsma {
 
 // What the op was asked to do, in BLAS terms.

@@ -7,9 +7,10 @@
 //   - thread r owns row r of the panel (IB values in registers);
 //   - at step c the thread owning row c divides by D(c, c) and publishes its IB solved values in
 //     shared memory; every thread r > c subtracts D(r, c) times them;
-//   - the column c of D a thread needs next is fetched one step ahead into a register while the
-//     current step computes (the paper's double buffering), and the published row alternates
-//     between two shared-memory buffers, so each step needs a single barrier.
+//   - the columns of D a thread needs are fetched 4-8 steps ahead into a register ring while the
+//     current step computes (the paper's double buffering, moved to registers: each thread only
+//     ever needs its own row's element of a column), and the published row alternates between
+//     two shared-memory buffers, so each step needs a single barrier.
 // Shared memory is 2 * IB elements: O(IB), not the O(IB^2) of the fused kernels, so NB can grow
 // to 1024 for every data type (complex128 included).
 //
@@ -30,6 +31,7 @@ template <typename T>
 __global__ void __launch_bounds__(1024)
 diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool transpose) {
   constexpr int kPanel = panel_width<T>();
+  constexpr int kAhead = sizeof(T) >= 8 && sizeof(T) != 8 ? 4 : 8;  // columns of D' in flight per thread
   __shared__ T xs[2][kPanel];
   const int nb = static_cast<int>(p.nb);
   const int r = static_cast<int>(threadIdx.x);
@@ -60,21 +62,36 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
     const T dself = (row_ok && !p.unit) ? conj_if(Dv[r * dr + r * dc], p.conj) : T(1);
 
     if (j0 < sz) {
-      T dnext = (r > j0 && row_ok) ? conj_if(Dv[r * dr + j0 * dc], p.conj) : T(0);
-      for (int c = j0; c < sz; ++c) {
-        const T dcur = dnext;
-        if (c + 1 < sz) dnext = (r > c + 1 && row_ok) ? conj_if(Dv[r * dr + (c + 1) * dc], p.conj) : T(0);
-        if (r == c) {
+      // Column c of D' for this thread's row, kAhead steps ahead: each chunk of kAhead columns
+      // is fetched (coalesced across the block) while the previous chunk is being used.
+      T ring[kAhead];
 #pragma unroll
-          for (int jj = 0; jj < kPanel; ++jj) {
-            if (!p.unit) x[jj] = x[jj] / dself;
-            xs[c & 1][jj] = x[jj];
+      for (int u = 0; u < kAhead; ++u) {
+        const int c = j0 + u;
+        ring[u] = (r > c && row_ok && c < sz) ? conj_if(Dv[r * dr + c * dc], p.conj) : T(0);
+      }
+      for (int c0 = j0; c0 < sz; c0 += kAhead) {
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) {
+          const int c = c0 + u;
+          if (c < sz) {  // uniform across the block
+            if (r == c) {
+#pragma unroll
+              for (int jj = 0; jj < kPanel; ++jj) {
+                // Columns right of c are still exactly zero in this row: leave them so, so that a
+                // zero pivot (0 / 0) cannot reach entries that do not depend on it.
+                if (!p.unit && j0 + jj <= c) x[jj] = x[jj] / dself;
+                xs[c & 1][jj] = x[jj];
+              }
+            }
+            __syncthreads();
+            if (r > c && row_ok) {
+#pragma unroll
+              for (int jj = 0; jj < kPanel; ++jj) x[jj] = fms(x[jj], ring[u], xs[c & 1][jj]);
+            }
           }
-        }
-        __syncthreads();
-        if (r > c && row_ok) {
-#pragma unroll
-          for (int jj = 0; jj < kPanel; ++jj) x[jj] = fms(x[jj], dcur, xs[c & 1][jj]);
+          const int cn = c + kAhead;  // refill this slot kAhead steps ahead
+          ring[u] = (r > cn && row_ok && cn < sz) ? conj_if(Dv[r * dr + cn * dc], p.conj) : T(0);
         }
       }
     }

@@ -28,6 +28,7 @@ namespace {
 constexpr int kSmallThreads = 256;
 constexpr int kColumnThreads = 128;
 constexpr int kColumnMaxBytes = 512;  // M * sizeof(T) for the column kernel's registers
+constexpr int kLoadUnroll = 8;
 
 template <typename T, int M>
 __global__ void __launch_bounds__(kColumnThreads)
@@ -49,13 +50,24 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
 
     __syncthreads();  // the previous task is done with Ls
     if (has_task) {
+      // kLoadUnroll independent loads in flight per thread before any is stored.
       const T* L = p.L + off[0];
-      for (int e = t; e < M * M; e += tc) {
-        const int i = k_fast ? e / M : e % M;
-        const int k = k_fast ? e % M : e / M;
-        T v = T(i == k ? 1 : 0);  // padding beyond m: identity
-        if (i < m && k < m && (i > k || (i == k && !p.unit))) v = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
-        Ls[k * M + i] = v;
+      for (int e0 = t; e0 < M * M; e0 += tc * kLoadUnroll) {
+        T v[kLoadUnroll];
+#pragma unroll
+        for (int u = 0; u < kLoadUnroll; ++u) {
+          const int e = e0 + u * tc;
+          const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+          v[u] = T(i == k ? 1 : 0);  // padding beyond m: identity
+          if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
+            v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+        }
+#pragma unroll
+        for (int u = 0; u < kLoadUnroll; ++u) {
+          const int e = e0 + u * tc;
+          const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+          if (e < M * M) Ls[k * M + i] = v[u];
+        }
       }
     }
     __syncthreads();
@@ -125,11 +137,20 @@ small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntil
     T* X = p.X + off[2];
 
     __syncthreads();  // the previous task is done with Ls
-    for (int e = tid; e < m * m; e += nthreads) {
-      const int i = k_fast ? e / m : e % m;
-      const int k = k_fast ? e % m : e / m;
-      if (i > k || (i == k && !p.unit))
-        Ls[packed_start(k, m) + (i - k)] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+    for (int e0 = tid; e0 < m * m; e0 += nthreads * kLoadUnroll) {
+      T v[kLoadUnroll];  // independent loads in flight before any is stored
+#pragma unroll
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * nthreads;
+        const int i = k_fast ? e / m : e % m, k = k_fast ? e % m : e / m;
+        if (e < m * m && (i > k || (i == k && !p.unit))) v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * nthreads;
+        const int i = k_fast ? e / m : e % m, k = k_fast ? e % m : e / m;
+        if (e < m * m && (i > k || (i == k && !p.unit))) Ls[packed_start(k, m) + (i - k)] = v[u];
+      }
     }
     __syncthreads();
 
