@@ -163,7 +163,9 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
 
-constexpr int64_t kNarrowRhs = 64;  // right-hand-side columns (times batch) counted as narrow
+constexpr int64_t kNarrowRhs = 64;     // right-hand-side columns (times batch) counted as narrow
+constexpr int64_t kNarrowMaxNB = 512;  // ... and the largest NB taken for them (the inversion's
+                                       // steps are sequential: 1024 costs more than it saves)
 
 // out = beta * C + alpha * (A @ B) for 3-D batches; A may have batch 1 (broadcast).
 at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& Bm,
@@ -213,7 +215,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const int64_t rhs_cols = (args.left ? s.n : s.m) * bt;
   if (rhs_cols <= kNarrowRhs && choice.source.rfind("HSMA_TRSM_NB", 0) == std::string::npos) {
     int64_t wide = 1;
-    while (wide < (k + 1) / 2 && wide < kDiagInverseMaxNB) wide *= 2;
+    while (wide < (k + 1) / 2 && wide < kNarrowMaxNB) wide *= 2;
     nb = std::max(nb, wide);
   }
   const int64_t nblk = (k + nb - 1) / nb;

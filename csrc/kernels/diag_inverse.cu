@@ -60,6 +60,7 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
     for (int jj = 0; jj < kPanel; ++jj) x[jj] = T(r == j0 + jj ? 1 : 0);
     const bool row_ok = r < sz;
     const T dself = (row_ok && !p.unit) ? conj_if(Dv[r * dr + r * dc], p.conj) : T(1);
+    const T rself = pivot_reciprocal(dself);  // off the critical path: each thread its own pivot
 
     if (j0 < sz) {
       // Column c of D' for this thread's row, kAhead steps ahead: each chunk of kAhead columns
@@ -80,7 +81,7 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
               for (int jj = 0; jj < kPanel; ++jj) {
                 // Columns right of c are still exactly zero in this row: leave them so, so that a
                 // zero pivot (0 / 0) cannot reach entries that do not depend on it.
-                if (!p.unit && j0 + jj <= c) x[jj] = x[jj] / dself;
+                if (!p.unit && j0 + jj <= c) x[jj] = divide_by_pivot(x[jj], dself, rself);
                 xs[c & 1][jj] = x[jj];
               }
             }

@@ -88,6 +88,36 @@ template <typename R> __host__ __device__ inline complex<R> conj_if(complex<R> v
   return c ? complex<R>{v.re, -v.im} : v;
 }
 
+// Reciprocal of a pivot for the substitutions, or 0 when multiplying by it could differ from
+// dividing by more than rounding (a zero, inf, nan, subnormal or near-overflow pivot): callers
+// multiply by r when r != 0 (a multiply on the critical path instead of a division) and divide
+// by the pivot otherwise, so IEEE results (inf/nan from a zero pivot) and accuracy at the edges
+// of the exponent range are those of division.
+__host__ __device__ inline bool usable_reciprocal(float r) {
+  const float a = r < 0 ? -r : r;
+  return a >= 1.17549435e-38f && a <= 1.7014117e38f;  // [FLT_MIN, FLT_MAX / 2]
+}
+__host__ __device__ inline bool usable_reciprocal(double r) {
+  const double a = r < 0 ? -r : r;
+  return a >= 2.2250738585072014e-308 && a <= 8.98846567431158e307;  // [DBL_MIN, DBL_MAX / 2]
+}
+template <typename R> __host__ __device__ inline bool usable_reciprocal(complex<R> r) {
+  const R a = r.re < 0 ? -r.re : r.re, b = r.im < 0 ? -r.im : r.im;
+  const R big = a > b ? a : b, small = a > b ? b : a;
+  return usable_reciprocal(big) && !(small != small) && small <= big;
+}
+template <typename T> __host__ __device__ inline T pivot_reciprocal(T d) {
+  const T r = T(1) / d;
+  return usable_reciprocal(r) ? r : T(0);
+}
+__host__ __device__ inline bool is_zero(float v) { return v == 0.0f; }
+__host__ __device__ inline bool is_zero(double v) { return v == 0.0; }
+template <typename R> __host__ __device__ inline bool is_zero(complex<R> v) { return v.re == R(0) && v.im == R(0); }
+// x / d, given r = pivot_reciprocal(d).
+template <typename T> __host__ __device__ inline T divide_by_pivot(T x, T d, T r) {
+  return is_zero(r) ? x / d : x * r;
+}
+
 // x - a*b as one fused step where the hardware has it.
 __device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); }
 __device__ inline double fms(double x, double a, double b) { return fma(-a, b, x); }

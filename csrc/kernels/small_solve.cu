@@ -1,15 +1,17 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
 // whole triangle of L in shared memory. Two kernels of one family, chosen by the launcher:
 //
-// 1. Column kernel (a column of X per thread, in registers), when M * sizeof(T) <= 512 bytes
-//    (every dtype at m <= 32; float32, float64 and complex64 up to m = 64). The order is rounded
-//    up to a compile-time M in {8, 16, 32, 48, 64} (L padded with identity), so the substitution
-//    is fully unrolled over registers: for each k, x_k /= L(k, k), then x_i -= L(i, k) x_k for
-//    i > k, with L(:, k) read from shared memory as a broadcast (every lane reads the same
-//    address; consecutive i vectorise). Several (matrix, column tile) tasks share a block when the
-//    tiles are narrow, so batches of tiny systems keep every lane busy.
+// 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
+//    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
+//    m = 64). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
+//    identity), so the substitution is fully unrolled over registers: for each k,
+//    x_k = x_k / L(k, k), then x_i -= L(i, k) x_k for i > k, with L(:, k) read from shared memory
+//    as a broadcast (every lane reads the same address; consecutive i vectorise). Several
+//    (matrix, column tile) tasks share a block when the tiles are narrow, so batches of tiny
+//    systems keep every lane busy.
 //
-// 2. Segment kernel (below), the general fallback (complex128 at 32 < m <= 64):
+// 2. Segment kernel, for a few columns of a large triangle (a single solve) and for complex128
+//    at 32 < m <= 64:
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory: column k holds
@@ -20,6 +22,10 @@
 //   - column-oriented forward substitution: at step k the lane holding row k divides by L(k, k),
 //     the value is broadcast to the segment with a shuffle, and every lane updates its rows below k.
 //     No __syncthreads inside the solve.
+//
+// Both take the division off the critical path: each pivot's reciprocal is computed once per
+// matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
+// is exact enough there (zero, subnormal, huge or non-finite pivots; see pivot_reciprocal).
 #include "trsm_problem.h"
 
 namespace hsma {
@@ -29,6 +35,7 @@ constexpr int kSmallThreads = 256;
 constexpr int kColumnThreads = 128;
 constexpr int kColumnMaxBytes = 512;  // M * sizeof(T) for the column kernel's registers
 constexpr int kLoadUnroll = 8;
+constexpr int64_t kFewColumns = 2048;  // batch * n at or below which m > 32 takes the segment kernel
 
 template <typename T, int M>
 __global__ void __launch_bounds__(kColumnThreads)
@@ -36,7 +43,8 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
   extern __shared__ unsigned char smem_raw[];
   const int groups = static_cast<int>(blockDim.x) / tc;
   const int g = static_cast<int>(threadIdx.x) / tc, t = static_cast<int>(threadIdx.x) % tc;
-  T* Ls = reinterpret_cast<T*>(smem_raw) + g * M * M;  // column-major: Ls[k * M + i] = L(i, k)
+  T* Ls = reinterpret_cast<T*>(smem_raw) + g * (M * M + M);  // column-major: Ls[k * M + i] = L(i, k)
+  T* Rs = Ls + M * M;                                          // Rs[k] = pivot_reciprocal(L(k, k))
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const int64_t ntasks = p.batch * ntiles;
@@ -71,6 +79,10 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
       }
     }
     __syncthreads();
+    if (has_task && !p.unit) {
+      for (int k = t; k < M; k += tc) Rs[k] = pivot_reciprocal(Ls[k * M + k]);
+    }
+    __syncthreads();
 
     const int64_t j = tile * tc + t;
     const bool active = has_task && j < p.n;
@@ -80,7 +92,7 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
     for (int r = 0; r < M; ++r) x[r] = (active && r < m) ? p.alpha * B[r * p.b.row] : T(0);
 #pragma unroll
     for (int k = 0; k < M; ++k) {
-      if (!p.unit) x[k] = x[k] / Ls[k * M + k];
+      if (!p.unit) x[k] = divide_by_pivot(x[k], Ls[k * M + k], Rs[k]);
 #pragma unroll
       for (int i = k + 1; i < M; ++i) x[i] = fms(x[i], Ls[k * M + i], x[k]);
     }
@@ -100,11 +112,12 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   int64_t tc = (p.n + dev.warp_size - 1) / dev.warp_size * dev.warp_size;
   if (tc > kColumnThreads) tc = kColumnThreads;
   while (tc > dev.warp_size && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
-  const int64_t per_matrix_bytes = int64_t(M) * M * sizeof(T);
-  int64_t groups = kColumnThreads / tc;
-  while (groups > 1 && groups * per_matrix_bytes > kSharedBudgetBytes) groups /= 2;
+  const int64_t per_matrix_bytes = int64_t(M) * (M + 1) * sizeof(T);
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
+  int64_t groups = kColumnThreads / tc;
+  while (groups > 1 && groups * per_matrix_bytes > kSharedBudgetBytes) groups /= 2;
+  while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
   small_solve_columns_kernel<T, M><<<grid, static_cast<unsigned>(groups * tc), groups * per_matrix_bytes, stream>>>(
@@ -119,6 +132,7 @@ template <typename T, int RPL>
 __global__ void __launch_bounds__(kSmallThreads)
 small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntiles) {
   __shared__ T Ls[kPackedMax];
+  __shared__ T Rs[kSmallMaxM];  // pivot reciprocals
   const int m = static_cast<int>(p.m);
   const int tid = static_cast<int>(threadIdx.x);
   const int nthreads = static_cast<int>(blockDim.x);
@@ -153,6 +167,10 @@ small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntil
       }
     }
     __syncthreads();
+    if (!p.unit) {
+      for (int k = tid; k < m; k += nthreads) Rs[k] = pivot_reciprocal(Ls[packed_start(k, m)]);
+    }
+    __syncthreads();
 
     const int64_t j_end = (tile + 1) * tile_cols < p.n ? (tile + 1) * tile_cols : p.n;
     for (int64_t j0 = tile * tile_cols; j0 < j_end; j0 += nseg) {
@@ -171,7 +189,7 @@ small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntil
         for (int kk = 0; kk < k_end; ++kk) {
           const int k = s * seg_w + kk;
           T xk = b[s];
-          if (!p.unit) xk = xk / Ls[cs];
+          if (!p.unit) xk = divide_by_pivot(xk, Ls[cs], Rs[k]);
           xk = shfl(xk, kk, seg_w);
           if (lane == kk) b[s] = xk;
           const T* col = Ls + cs - k;  // col[i] = L(i, k) for i >= k
@@ -199,7 +217,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
   const DeviceInfo dev = current_device_info();
-  if (p.kernel != SmallKernel::kSegments) {
+  // A few columns of a large triangle (a single solve): the segment kernel spreads each column's
+  // substitution over a warp's lanes, the column kernel would run it on one thread.
+  const bool few_columns = p.m > 32 && p.batch * p.n <= kFewColumns;
+  if (p.kernel == SmallKernel::kColumns || (p.kernel == SmallKernel::kAuto && !few_columns)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
     if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
