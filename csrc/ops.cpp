@@ -25,15 +25,15 @@ static bool supported_dtype(at::ScalarType t) {
 }
 
 TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op) {
-  HSMA_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", A.sizes());
-  HSMA_CHECK(B.dim() >= 2, op, ": B must have at least 2 dimensions (*, m, n), got shape ", B.sizes());
-  HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", A.sizes());
+  HSMA_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
+  HSMA_CHECK(B.dim() >= 2, op, ": B must have at least 2 dimensions (*, m, n), got shape ", shape(B.sizes()));
+  HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
   TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
                    ": A must be float32, float64, complex64 or complex128, got ", A.scalar_type());
   TORCH_CHECK_TYPE(A.scalar_type() == B.scalar_type(), op, ": A and B must have the same dtype, got A ",
                    A.scalar_type(), " and B ", B.scalar_type());
-  HSMA_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device(),
-              " and B on ", B.device());
+  HSMA_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device().str(),
+              " and B on ", B.device().str());
   HSMA_CHECK(A.layout() == at::kStrided && B.layout() == at::kStrided, op, ": A and B must be strided (dense) tensors");
   TORCH_CHECK_TYPE(!args.alpha.isComplex() || at::isComplexType(A.scalar_type()), op,
                    ": alpha is complex but A and B are ", A.scalar_type());
@@ -42,7 +42,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   s.m = B.size(-2);
   s.n = B.size(-1);
   const int64_t need = args.left ? s.m : s.n;
-  HSMA_CHECK(s.k == need, op, ": A is ", s.k, "x", s.k, " but B is ", s.m, "x", s.n, "; with left=",
+  HSMA_CHECK(s.k == need, op, ": A is ", num(s.k), "x", num(s.k), " but B is ", num(s.m), "x", num(s.n), "; with left=",
               args.left ? "True" : "False", " A's order must equal B's number of ",
               args.left ? "rows (m)" : "columns (n)");
   const auto a_batch = A.sizes().slice(0, A.dim() - 2);
@@ -50,7 +50,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   try {
     s.batch = at::infer_size(a_batch, b_batch);
   } catch (const c10::Error&) {
-    HSMA_CHECK(false, op, ": the batch dimensions of A ", a_batch, " and B ", b_batch, " do not broadcast");
+    HSMA_CHECK(false, op, ": the batch dimensions of A ", shape(a_batch), " and B ", shape(b_batch), " do not broadcast");
   }
   s.result = s.batch;
   s.result.push_back(s.m);
@@ -58,9 +58,9 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   return s;
 }
 
-void check_inplace(const at::Tensor& B, const TrsmShape& shape, const char* op) {
-  HSMA_CHECK(B.sizes().vec() == shape.result, op, ": the in-place solve writes B, so B must have the broadcast ",
-              "result's shape ", c10::IntArrayRef(shape.result), ", got ", B.sizes());
+void check_inplace(const at::Tensor& B, const TrsmShape& s, const char* op) {
+  HSMA_CHECK(B.sizes().vec() == s.result, op, ": the in-place solve writes B, so B must have the broadcast ",
+             "result's shape ", shape(s.result), ", got ", shape(B.sizes()));
   HSMA_CHECK(at::has_internal_overlap(B) != at::MemOverlap::Yes, op,
               ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
 }

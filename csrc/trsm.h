@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
-// Argument checks that raise RuntimeError (c10::Error), built without a captured C++ backtrace.
-// On the H200 machine (torch 2.11 + CUDA 13.0) the first c10::Error a process raised from this
-// extension through TORCH_CHECK crashed it (segfault inside the throw, seen in every pytest-xdist
-// worker), with or without C10_THROW_ERROR; TypeError and ValueError raised the same way did not.
-// The message is all a user needs: the error names the argument.
+// Argument checks that raise RuntimeError (c10::Error).
+//
+// Messages are built from strings only: numbers go through hsma::num / hsma::shape (std::to_string),
+// never through std::ostream. The H200 machine's toolchain (/opt/gcc) links a private copy of
+// libstdc++ into the extension, and formatting an integer with that copy's ostream (c10::str of a
+// size or a shape) crashed the process (segfault in num_put), so every error naming a shape did.
 #define HSMA_CHECK(cond, ...)                                      \
   do {                                                             \
     if (C10_UNLIKELY(!(cond))) {                                   \
@@ -19,6 +20,13 @@
   } while (false)
 
 namespace hsma {
+
+inline std::string num(int64_t v) { return std::to_string(v); }
+inline std::string shape(c10::IntArrayRef s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
 
 // What the op was asked to do, in BLAS terms.
 struct TrsmArgs {
@@ -50,7 +58,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 
 // Extra checks for the in-place form: B must already have the result's shape and must not
 // have overlapping memory.
-void check_inplace(const at::Tensor& B, const TrsmShape& shape, const char* op);
+void check_inplace(const at::Tensor& B, const TrsmShape& s, const char* op);
 
 // The blocked path's shape: outer block NB and the driver variant
 // (recursive: X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2), leaves of NB rows;
