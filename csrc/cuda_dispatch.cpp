@@ -163,6 +163,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
 
+constexpr int64_t kDirectLeavesMaxK = 256;  // orders up to which the blocked path uses NB <= 64
 constexpr int64_t kNarrowRhs = 64;     // right-hand-side columns (times batch) counted as narrow
 constexpr int64_t kNarrowMaxNB = 512;  // ... and the largest NB taken for them (the inversion's
                                        // steps are sequential: 1024 costs more than it saves)
@@ -210,17 +211,23 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
                                              A.scalar_type(), k);
   int64_t nb = choice.nb;
+  const bool forced = choice.source.rfind("HSMA_TRSM_NB", 0) != std::string::npos;
+  // Medium orders: leaves of at most 64 rows solved directly by the small kernel (no inversion
+  // launch, no leaf GEMM); the inversion's sequential steps would cost more than they save.
+  if (!forced && k <= kDirectLeavesMaxK) nb = std::min(nb, kSmallMaxM);
   // Narrow right-hand sides (a few columns in all): the GEMMs are tiny and each costs a host-side
   // launch, so take the fewest blocks the inversion kernel allows (one or two leaves).
   const int64_t rhs_cols = (args.left ? s.n : s.m) * bt;
-  if (rhs_cols <= kNarrowRhs && choice.source.rfind("HSMA_TRSM_NB", 0) == std::string::npos) {
+  if (rhs_cols <= kNarrowRhs && !forced && k > kDirectLeavesMaxK) {
     int64_t wide = 1;
     while (wide < (k + 1) / 2 && wide < kNarrowMaxNB) wide *= 2;
     nb = std::max(nb, wide);
   }
   const int64_t nblk = (k + nb - 1) / nb;
-  at::Tensor inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
-  {
+  const bool direct_leaves = nb <= kSmallMaxM;
+  at::Tensor inv;
+  if (!direct_leaves) {
+    inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
     DiagInverseProblem<K> p;
     p.m = k;
     p.nb = nb;
@@ -242,9 +249,23 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   at::Tensor Xv = args.left ? X3 : X3.mT();
 
   // X rows [r0, r0 + sz) = a * inv(T_kk) @ Rk for the diagonal block starting at r0.
+  // Direct leaves: the same solve restricted to the diagonal block, by the small-path kernel.
   auto leaf = [&](int64_t r0, int64_t sz, const at::Tensor& Rk, const c10::Scalar& a) {
-    const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
     at::Tensor Xk = Xv.narrow(1, r0, sz);
+    if (direct_leaves) {
+      TrsmArgs la = args;
+      la.alpha = a;
+      TrsmShape ls;
+      ls.k = sz;
+      ls.batch = {bt};
+      ls.m = args.left ? sz : Rk.size(2);
+      ls.n = args.left ? Rk.size(2) : sz;
+      ls.result = {bt, ls.m, ls.n};
+      at::Tensor Xo = args.left ? Xk : Xk.mT();
+      small_solve<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls);
+      return;
+    }
+    const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
     gemm(Xk, 0, Ik, Rk, a, &Xk);
   };
 
