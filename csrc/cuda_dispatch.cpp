@@ -124,7 +124,6 @@ template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
   using K = typename kernel_type<S>::type;
-  const Canonical c = canonicalise(args, A.is_conj());
   std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
   a_shape.push_back(s.k); a_shape.push_back(s.k);
   b_shape.push_back(s.m); b_shape.push_back(s.n);
@@ -132,12 +131,19 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
 
   SolveProblem<K> p;
   if (!collapse_batch(s.batch, Ae, Be, X, p.bl)) {
-    // More than kMaxBatchDims non-mergeable batch dims: make the inputs batch-contiguous.
+    // More than kMaxBatchDims non-mergeable batch dims: solve batch-contiguous copies (a
+    // contiguous copy of a conj view holds the conjugated values, without the conj bit).
+    if (!X.is_contiguous()) {  // the in-place form into a strided B: solve into a temporary
+      at::Tensor Xc = at::empty(s.result, X.options());
+      small_solve<S>(Ae.contiguous(), Be.contiguous(), Xc, args, s);
+      X.copy_(Xc);
+      return;
+    }
     Ae = Ae.contiguous();
     Be = Be.contiguous();
-    HSMA_CHECK(X.is_contiguous(), "hsma::trsm: internal error: output not contiguous");
     HSMA_CHECK(collapse_batch(s.batch, Ae, Be, X, p.bl), "hsma::trsm: internal error: batch layout");
   }
+  const Canonical c = canonicalise(args, Ae.is_conj());  // after the copies above
   const int64_t ar = Ae.stride(-2), ac = Ae.stride(-1);
   p.m = s.k;
   p.n = args.left ? s.n : s.m;
@@ -340,7 +346,7 @@ void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::
                        bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
-  check_inplace(B, s, "hsma::trsm_");
+  check_inplace(A, B, s, "hsma::trsm_");
   if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
     solve_into(A, B, B, args, s);  // the small kernel reads each element before writing it
   } else {

@@ -1,13 +1,15 @@
 // torch.ops.hsma: the schemas, the argument checks every backend shares, the CPU kernel
 // (through ATen, i.e. LAPACK trsm) and the Autograd-key guard of the in-place form.
-// The CUDA kernels are registered in csrc/cuda_dispatch.cpp; the fake (meta) kernel and the
-// autograd formula of the functional op live in hsma_trsm/_ops.py.
+// The CUDA kernels are registered in csrc/cuda_dispatch.cpp, the autograd formula in
+// csrc/autograd.cpp, the fake (meta) kernels in hsma_trsm/_ops.py.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include <cctype>
+#include <cstdlib>
+#include <utility>
 
 #include "trsm.h"
 
@@ -58,11 +60,26 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   return s;
 }
 
-void check_inplace(const at::Tensor& B, const TrsmShape& s, const char* op) {
+// Whether the memory spans of A and B intersect (conservative: interleaved views count).
+static bool may_share_memory(const at::Tensor& A, const at::Tensor& B) {
+  if (A.numel() == 0 || B.numel() == 0 || !A.storage().is_alias_of(B.storage())) return false;
+  auto span = [](const at::Tensor& t) {
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * std::abs(t.stride(d));
+    const auto* lo = static_cast<const char*>(t.const_data_ptr());
+    return std::make_pair(lo, lo + extent * static_cast<int64_t>(t.element_size()));
+  };
+  const auto a = span(A), b = span(B);
+  return a.first < b.second && b.first < a.second;
+}
+
+void check_inplace(const at::Tensor& A, const at::Tensor& B, const TrsmShape& s, const char* op) {
   HSMA_CHECK(B.sizes().vec() == s.result, op, ": the in-place solve writes B, so B must have the broadcast ",
              "result's shape ", shape(s.result), ", got ", shape(B.sizes()));
   HSMA_CHECK(at::has_internal_overlap(B) != at::MemOverlap::Yes, op,
-              ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
+             ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
+  HSMA_CHECK(!may_share_memory(A, B), op,
+             ": A and B share memory; the in-place solve would overwrite A while reading it (clone one of them)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -73,15 +90,17 @@ static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, 
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
   const at::Tensor opA = args.trans == 'N' ? A : (args.trans == 'T' ? A.mT() : A.mH());
   const bool upper_eff = upper != (args.trans != 'N');
-  at::Tensor X = at::linalg_solve_triangular(opA, B, upper_eff, left, unitriangular);
-  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) X.mul_(alpha);
+  // alpha scales B before the solve, as on CUDA (and as BLAS defines it), so that intermediate
+  // overflow behaves the same on both devices.
+  const bool unit_alpha = !alpha.isComplex() && alpha.toDouble() == 1.0;
+  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * alpha, upper_eff, left, unitriangular);
   return X.contiguous();
 }
 
 static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
                              bool unitriangular, const c10::Scalar& alpha) {
   TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
-  check_inplace(B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
+  check_inplace(A, B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
   B.copy_(trsm_cpu(A, B, left, upper, trans, unitriangular, alpha));
 }
 

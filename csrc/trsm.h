@@ -56,9 +56,9 @@ char parse_trans(c10::string_view trans);
 // broadcastable batch dims, alpha's type) and returns the shapes. `op` names the caller in errors.
 TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op);
 
-// Extra checks for the in-place form: B must already have the result's shape and must not
-// have overlapping memory.
-void check_inplace(const at::Tensor& B, const TrsmShape& s, const char* op);
+// Extra checks for the in-place form: B must already have the result's shape, must not have
+// overlapping memory, and must not share memory with A.
+void check_inplace(const at::Tensor& A, const at::Tensor& B, const TrsmShape& s, const char* op);
 
 // The blocked path's shape: outer block NB and the driver variant
 // (recursive: X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2), leaves of NB rows;

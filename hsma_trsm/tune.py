@@ -58,7 +58,8 @@ def write_table(path, best, info):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m hsma_trsm.tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     ap.add_argument("--dtypes", default="f32,f64,c64,c128")
     ap.add_argument("--nbs", default=",".join(map(str, DEFAULT_NBS)))
