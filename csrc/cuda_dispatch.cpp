@@ -212,7 +212,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   at::Tensor X3 = X.view({bt, s.m, s.n});
   const Canonical c = canonicalise(args, A3.is_conj());
 
-  // Inverses of the diagonal blocks of T, one launch for the whole batch.
+  // Block size and variant: the GPU's table, then the rules below.
   const DeviceIdentity& id = device_identity();
   const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
                                              A.scalar_type(), k);
@@ -232,7 +232,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const int64_t nblk = (k + nb - 1) / nb;
   const bool direct_leaves = nb <= kSmallMaxM;
   at::Tensor inv;
-  if (!direct_leaves) {
+  if (!direct_leaves) {  // inverses of the diagonal blocks of T, one launch for the whole batch
     inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
     DiagInverseProblem<K> p;
     p.m = k;
