@@ -43,7 +43,9 @@ struct MatrixRef {
 };
 
 // Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
-enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2 };
+// kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
+// ignore it.
+enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3 };
 
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
 template <typename T>
@@ -75,6 +77,9 @@ struct DiagInverseProblem {
 // complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
+// complex128 with m <= 64 (the launcher takes it for 48 < m <= 64): the HSMA-TRSM paper's
+// seven-stage pipeline over a 64 KB shared-memory partition, two thread groups (small_pipeline.cu).
+hsmaError_t launch_small_pipeline(const SolveProblem<complex<double>>& p, hsmaStream_t stream);
 
 constexpr int64_t kSmallMaxM = 64;       // the small-path limit on the triangle's order
 constexpr int64_t kDiagInverseMaxNB = 1024;
