@@ -44,16 +44,26 @@ void check_launch(hsmaError_t err, const char* what) {
   HSMA_CHECK(err == hsmaSuccess, "hsma::trsm: ", what, " failed: ", hsmaGetErrorString(err));
 }
 
-// Merges the batch dims of the three tensors into at most kMaxBatchDims; false if impossible.
-bool collapse_batch(const std::vector<int64_t>& sizes, const at::Tensor& A, const at::Tensor& B,
-                    const at::Tensor& X, BatchLayout& bl) {
+// Strides of t's batch dims broadcast to `batch` (0 where t is broadcast), without a view op.
+std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_t>& batch) {
+  std::vector<int64_t> st(batch.size(), 0);
+  const int64_t tb = t.dim() - 2, off = static_cast<int64_t>(batch.size()) - tb;
+  for (int64_t d = 0; d < tb; ++d)
+    if (t.size(d) != 1) st[off + d] = t.stride(d);
+  return st;
+}
+
+// Merges the batch dims of the three tensors (L, B, X strides) into at most kMaxBatchDims;
+// false if impossible.
+bool collapse_batch(const std::vector<int64_t>& sizes, const std::vector<int64_t> (&strides)[3], BatchLayout& bl) {
   struct Dim { int64_t size, st[3]; };
-  std::vector<Dim> dims;
+  Dim dims[kMaxBatchDims + 1];
+  int nd = 0;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 1) continue;
-    Dim dim{sizes[d], {A.stride(d), B.stride(d), X.stride(d)}};
-    if (!dims.empty()) {
-      Dim& prev = dims.back();
+    const Dim dim{sizes[d], {strides[0][d], strides[1][d], strides[2][d]}};
+    if (nd > 0) {
+      Dim& prev = dims[nd - 1];
       bool mergeable = true;
       for (int t = 0; t < 3; ++t) mergeable = mergeable && prev.st[t] == dim.st[t] * dim.size;
       if (mergeable) {
@@ -62,11 +72,11 @@ bool collapse_batch(const std::vector<int64_t>& sizes, const at::Tensor& A, cons
         continue;
       }
     }
-    dims.push_back(dim);
+    if (nd == kMaxBatchDims) return false;
+    dims[nd++] = dim;
   }
-  if (dims.size() > static_cast<size_t>(kMaxBatchDims)) return false;
-  bl.ndim = static_cast<int>(dims.size());
-  for (int d = 0; d < bl.ndim; ++d) {
+  bl.ndim = nd;
+  for (int d = 0; d < nd; ++d) {
     bl.size[d] = dims[d].size;
     for (int t = 0; t < 3; ++t) bl.stride[t][d] = dims[d].st[t];
   }
@@ -109,14 +119,16 @@ const DeviceIdentity& device_identity() {
   return it->second;
 }
 
-// HSMA_TRSM_SMALL_KERNEL=columns|segments forces one small-path kernel (ablations, tests).
+// HSMA_TRSM_SMALL_KERNEL=columns|segments|pipeline forces one small-path kernel (ablations,
+// tests; pipeline applies to complex128 only).
 SmallKernel small_kernel_choice() {
   const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
   if (env == nullptr || *env == '\0') return SmallKernel::kAuto;
   const std::string v(env);
   if (v == "columns") return SmallKernel::kColumns;
   if (v == "segments") return SmallKernel::kSegments;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns or segments)");
+  if (v == "pipeline") return SmallKernel::kPipeline;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments or pipeline)");
   return SmallKernel::kAuto;
 }
 
@@ -124,24 +136,27 @@ template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
   using K = typename kernel_type<S>::type;
-  std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
-  a_shape.push_back(s.k); a_shape.push_back(s.k);
-  b_shape.push_back(s.m); b_shape.push_back(s.n);
-  at::Tensor Ae = A.expand(a_shape), Be = B.expand(b_shape);
-
   SolveProblem<K> p;
-  if (!collapse_batch(s.batch, Ae, Be, X, p.bl)) {
+  at::Tensor Ae = A, Be = B;  // read in place through broadcast strides
+  const std::vector<int64_t> strides[3] = {batch_strides(A, s.batch), batch_strides(B, s.batch),
+                                           batch_strides(X, s.batch)};
+  if (!collapse_batch(s.batch, strides, p.bl)) {
     // More than kMaxBatchDims non-mergeable batch dims: solve batch-contiguous copies (a
     // contiguous copy of a conj view holds the conjugated values, without the conj bit).
+    std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
+    a_shape.push_back(s.k); a_shape.push_back(s.k);
+    b_shape.push_back(s.m); b_shape.push_back(s.n);
+    Ae = A.expand(a_shape).contiguous();
+    Be = B.expand(b_shape).contiguous();
     if (!X.is_contiguous()) {  // the in-place form into a strided B: solve into a temporary
       at::Tensor Xc = at::empty(s.result, X.options());
-      small_solve<S>(Ae.contiguous(), Be.contiguous(), Xc, args, s);
+      small_solve<S>(Ae, Be, Xc, args, s);
       X.copy_(Xc);
       return;
     }
-    Ae = Ae.contiguous();
-    Be = Be.contiguous();
-    HSMA_CHECK(collapse_batch(s.batch, Ae, Be, X, p.bl), "hsma::trsm: internal error: batch layout");
+    const std::vector<int64_t> cstrides[3] = {batch_strides(Ae, s.batch), batch_strides(Be, s.batch),
+                                              batch_strides(X, s.batch)};
+    HSMA_CHECK(collapse_batch(s.batch, cstrides, p.bl), "hsma::trsm: internal error: batch layout");
   }
   const Canonical c = canonicalise(args, Ae.is_conj());  // after the copies above
   const int64_t ar = Ae.stride(-2), ac = Ae.stride(-1);
@@ -195,6 +210,69 @@ at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& 
   return at::baddbmm(C, Ab, Bm, beta, alpha);
 }
 
+// Inner block IB for the diagonal-block inversion (the paper's NB / 8): the kernel inverts the
+// IB x IB diagonal tiles (IB sequential steps instead of NB) and GEMMs combine them. Used for a
+// power-of-two NB >= kTwoLevelMinNB and one triangle shared by the batch; HSMA_TRSM_IB=k forces
+// IB (a power of two; IB >= NB inverts NB x NB tiles directly, for ablations).
+constexpr int64_t kTwoLevelMinNB = 256;
+int64_t inner_block(int64_t nb, int64_t a_batch) {
+  const bool pow2 = (nb & (nb - 1)) == 0;
+  if (!pow2 || a_batch != 1) return nb;
+  if (const char* env = std::getenv("HSMA_TRSM_IB")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end && *end == '\0' && v >= 1 && (v & (v - 1)) == 0) return std::min<int64_t>(v, nb);
+    TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_IB=", env, " (a power of two)");
+  }
+  return nb >= kTwoLevelMinNB ? nb / 8 : nb;
+}
+
+// Doubling from IB x IB to NB x NB inverses, in the tile layout of blocked_solve (one batch entry):
+// for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
+//   lower [[A, 0], [C, B]]: inv21 = -inv(B) C inv(A);   upper [[A, C], [0, B]]: inv12 = -inv(A) C inv(B),
+// as strided-batched GEMMs over all full pairs, plus plain GEMMs for a last partial pair.
+void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonical& c, int64_t k, int64_t nb,
+                           int64_t ib) {
+  const at::Tensor base = A3.is_conj() ? A3.conj() : A3;  // plain values; c.conj says what T holds
+  const int64_t rT = c.transposed ? A3.stride(2) : A3.stride(1), cT = c.transposed ? A3.stride(1) : A3.stride(2);
+  const int64_t a0 = base.storage_offset(), i0 = inv.storage_offset(), d = nb + 1;
+  auto tview = [&](at::IntArrayRef size, at::IntArrayRef stride, int64_t off) {
+    at::Tensor v = base.as_strided(size, stride, a0 + off);
+    return c.conj ? v.conj() : v;
+  };
+  auto iview = [&](at::IntArrayRef size, at::IntArrayRef stride, int64_t off) {
+    return inv.as_strided(size, stride, i0 + off);
+  };
+  for (int64_t s = ib; s < nb; s *= 2) {
+    const int64_t npairs = k / (2 * s), ps = 2 * s * d, pa = 2 * s * (rT + cT);
+    if (npairs > 0) {
+      const at::Tensor I11 = iview({npairs, s, s}, {ps, nb, 1}, 0), I22 = iview({npairs, s, s}, {ps, nb, 1}, s * d);
+      if (c.lower) {
+        at::Tensor I21 = iview({npairs, s, s}, {ps, nb, 1}, s * nb);
+        const at::Tensor tmp = at::bmm(tview({npairs, s, s}, {pa, rT, cT}, s * rT), I11);
+        at::baddbmm_out(I21, I21, I22, tmp, 0, -1);
+      } else {
+        at::Tensor I12 = iview({npairs, s, s}, {ps, nb, 1}, s);
+        const at::Tensor tmp = at::bmm(tview({npairs, s, s}, {pa, rT, cT}, s * cT), I22);
+        at::baddbmm_out(I12, I12, I11, tmp, 0, -1);
+      }
+    }
+    const int64_t r0 = npairs * 2 * s, s2 = k - r0 - s;  // a last pair with a shorter second block
+    if (s2 > 0) {
+      const at::Tensor I11 = iview({s, s}, {nb, 1}, r0 * d), I22 = iview({s2, s2}, {nb, 1}, (r0 + s) * d);
+      if (c.lower) {
+        at::Tensor I21 = iview({s2, s}, {nb, 1}, r0 * d + s * nb);
+        const at::Tensor tmp = at::mm(tview({s2, s}, {rT, cT}, (r0 + s) * rT + r0 * cT), I11);
+        at::addmm_out(I21, I21, I22, tmp, 0, -1);
+      } else {
+        at::Tensor I12 = iview({s, s2}, {nb, 1}, r0 * d + s);
+        const at::Tensor tmp = at::mm(tview({s, s2}, {rT, cT}, r0 * rT + (r0 + s) * cT), I22);
+        at::addmm_out(I12, I12, I11, tmp, 0, -1);
+      }
+    }
+  }
+}
+
 template <typename S>
 void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                    const TrsmShape& s) {
@@ -231,21 +309,33 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   }
   const int64_t nblk = (k + nb - 1) / nb;
   const bool direct_leaves = nb <= kSmallMaxM;
+  // Inverses of T's diagonal blocks: tile b of batch entry e at inv[e][b * tile], row pitch NB,
+  // tiles NB * (NB + 1) apart. With that spacing the IB x IB diagonal tiles of all blocks, and
+  // the block pairs combined at each doubling level below, are equally spaced along the
+  // diagonal, so each level is one strided-batched GEMM over the whole matrix.
+  const int64_t tile = nb * (nb + 1);
+  const int64_t ib = direct_leaves ? nb : inner_block(nb, A3.size(0));
   at::Tensor inv;
-  if (!direct_leaves) {  // inverses of the diagonal blocks of T, one launch for the whole batch
-    inv = at::empty({A3.size(0), nblk, nb, nb}, A3.options());
+  if (!direct_leaves) {
+    // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
+    // kernel); with ib < nb, GEMM doubling then builds the NB x NB inverses from them.
+    inv = ib < nb ? at::zeros({A3.size(0), nblk * tile}, A3.options()) : at::empty({A3.size(0), nblk * tile}, A3.options());
     DiagInverseProblem<K> p;
     p.m = k;
-    p.nb = nb;
+    p.nb = ib;
     p.batch = A3.size(0);
     p.A = reinterpret_cast<const K*>(A3.const_data_ptr());
     p.a = c.transposed ? MatrixRef{A3.stride(2), A3.stride(1)} : MatrixRef{A3.stride(1), A3.stride(2)};
     p.a_batch_stride = A3.stride(0);
     p.out = reinterpret_cast<K*>(inv.data_ptr());
+    p.out_pitch = nb;
+    p.out_block_stride = ib * (nb + 1);
+    p.out_batch_stride = nblk * tile;
     p.upper = !c.lower;
     p.conj = c.conj;
     p.unit = args.unit;
     check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the diagonal-block inverse kernel");
+    if (ib < nb) combine_inverse_tiles(inv, A3, c, k, nb, ib);
   }
 
   // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
@@ -271,7 +361,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
       small_solve<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls);
       return;
     }
-    const at::Tensor Ik = inv.select(1, r0 / nb).narrow(1, 0, sz).narrow(2, 0, sz);
+    const at::Tensor Ik = inv.narrow(1, (r0 / nb) * tile, nb * nb).view({-1, nb, nb}).narrow(1, 0, sz).narrow(2, 0, sz);
     gemm(Xk, 0, Ik, Rk, a, &Xk);
   };
 

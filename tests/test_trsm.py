@@ -481,7 +481,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["auto", "columns", "segments"])
+@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "pipeline"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
@@ -492,6 +492,38 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         A = make_triangular(k, batch=batch if i % 2 else (), dtype=dtype, upper=upper, unit=unit, device=device,
                             gen=gen)
         B = make_rhs(b_shape(k, other, left=left, batch=batch), dtype=dtype, device=device, gen=gen)
+        call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k,a_batch,b_batch", [(5, (65537,), (65537,)), (64, (), (65537,)), (3, (65537,), ())],
+                         ids=["both", "A-broadcast", "B-broadcast"])
+def test_small_batch_past_grid_limits(device, dtype, k, a_batch, b_batch, gen):
+    """More than 65535 small systems in one call, with A or B broadcast over the batch."""
+    n = 2 if k < 64 else 1
+    A = make_triangular(k, batch=a_batch, dtype=dtype, device=device, gen=gen)
+    B = make_rhs((*b_batch, k, n), dtype=dtype, device=device, gen=gen)
+    X = call_and_check(A, B, alpha=default_alpha(dtype))
+    assert X.shape == (65537, k, n)
+
+
+# Two-level diagonal-block inversion (HSMA_TRSM_IB): IB x IB tiles inverted by the kernel,
+# combined into NB x NB inverses by GEMM doubling, including a last partial pair of blocks.
+IB_CASES = [(256, 32, 300), (256, 64, 513), (256, 128, 700), (512, 64, 600), (512, 256, 1100), (256, 16, 257)]
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("nb,ib,k", IB_CASES, ids=[f"NB{nb}-IB{ib}-k{k}" for nb, ib, k in IB_CASES])
+def test_two_level_inversion(device, dtype, nb, ib, k, block_size, monkeypatch, gen):
+    block_size(nb)
+    monkeypatch.setenv("HSMA_TRSM_IB", str(ib))
+    for i, (left, upper, trans, unit) in enumerate(PAIRWISE_VARIANTS):
+        # A shared by a batch of two (the two-level path), then A batched (one level per entry).
+        a_batch = () if i % 2 == 0 else (2,)
+        A = make_triangular(k, batch=a_batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+        B = make_rhs(b_shape(k, 3, left=left, batch=(2,)), dtype=dtype, device=device, gen=gen)
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 

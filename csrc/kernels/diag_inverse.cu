@@ -53,7 +53,8 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
       dr = -dr;
       dc = -dc;
     }
-    T* O = p.out + (bidx * nblk + k) * p.nb * p.nb;
+    T* O = p.out + bidx * p.out_batch_stride + k * p.out_block_stride;
+    const int64_t pitch = p.out_pitch;
 
     T x[kPanel];
 #pragma unroll
@@ -105,9 +106,9 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
         if (row_ok && col < sz) {
           int R = flip ? sz - 1 - r : r, C = flip ? sz - 1 - col : col;
           if (transpose) { const int t = R; R = C; C = t; }
-          O[int64_t(R) * nb + C] = x[jj];
+          O[R * pitch + C] = x[jj];
         } else {
-          O[int64_t(r) * nb + col] = T(0);
+          O[r * pitch + col] = T(0);
         }
       }
     }

@@ -4,11 +4,13 @@
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
 //    m = 64). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
-//    identity), so the substitution is fully unrolled over registers: for each k,
-//    x_k = x_k / L(k, k), then x_i -= L(i, k) x_k for i > k, with L(:, k) read from shared memory
-//    as a broadcast (every lane reads the same address; consecutive i vectorise). Several
-//    (matrix, column tile) tasks share a block when the tiles are narrow, so batches of tiny
-//    systems keep every lane busy.
+//    identity), so the substitution is fully unrolled over registers. The whole block loads the
+//    triangles of its tasks (several (matrix, column tile) tasks share a block when the tiles are
+//    narrow) into shared memory in L's own layout, so that consecutive threads read consecutive
+//    addresses and write consecutive words (no bank conflicts); the substitution form follows the
+//    layout: row-major L uses the dot-product form, reading row i as vectors, column-major L the
+//    axpy form, reading column k as vectors (every lane reads the same address: a broadcast).
+//    The right-hand sides are loaded before the triangles, so both loads are in flight together.
 //
 // 2. Segment kernel, for a few columns of a large triangle (a single solve) and for complex128
 //    at 32 < m <= 64:
@@ -26,6 +28,8 @@
 // Both take the division off the critical path: each pivot's reciprocal is computed once per
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
 // is exact enough there (zero, subnormal, huge or non-finite pivots; see pivot_reciprocal).
+#include <type_traits>
+
 #include "trsm_problem.h"
 
 namespace hsma {
@@ -34,69 +38,142 @@ namespace {
 constexpr int kSmallThreads = 256;
 constexpr int kColumnThreads = 128;
 constexpr int kColumnMaxBytes = 512;  // M * sizeof(T) for the column kernel's registers
+constexpr int kMinTileColumns = 8;    // narrowest column tile when spreading a few columns over SMs
 constexpr int kLoadUnroll = 8;
-constexpr int64_t kFewColumns = 2048;  // batch * n at or below which m > 32 takes the segment kernel
+constexpr int64_t kFewColumns = 2048;  // batch * n up to which m > 16 takes the segment kernel
 
-template <typename T, int M>
+// (batch entry, column tile) of a task; no division when there is one tile per matrix.
+__device__ inline void task_coords(int64_t task, int64_t ntiles, int64_t& bidx, int64_t& tile) {
+  if (ntiles == 1) {
+    bidx = task;
+    tile = 0;
+    return;
+  }
+  bidx = task / ntiles;
+  tile = task - bidx * ntiles;
+}
+
+// In-register substitution of one column x (M rows, padded with the identity) against the
+// triangle in shared memory. kRowMajor: Ls[i * M + k] = L(i, k) and the row (dot-product) form,
+// x_i = (x_i - sum_k<i L(i, k) x_k) / L(i, i), reading rows as vectors (four partial sums keep the
+// dependent chain short); otherwise Ls[k * M + i] = L(i, k) and the column (axpy) form. Rs holds
+// the pivots' reciprocals. kExact: some pivot needs a true division (see pivot_reciprocal).
+template <typename T, int M, bool kRowMajor, bool kExact>
+__device__ __forceinline__ void substitute(T (&x)[M], const T* Ls, const T* Rs, bool unit) {
+  auto pivot = [&](T v, int k) -> T {
+    if (unit) return v;
+    if constexpr (kExact) return divide_by_pivot(v, Ls[k * M + k], Rs[k]);
+    return v * Rs[k];
+  };
+  if constexpr (kRowMajor) {
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      T acc[4] = {x[i], T(0), T(0), T(0)};
+#pragma unroll
+      for (int k = 0; k < i; ++k) acc[k & 3] = fms(acc[k & 3], Ls[i * M + k], x[k]);
+      x[i] = pivot((acc[0] + acc[1]) + (acc[2] + acc[3]), i);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < M; ++k) {
+      x[k] = pivot(x[k], k);
+#pragma unroll
+      for (int i = k + 1; i < M; ++i) x[i] = fms(x[i], Ls[k * M + i], x[k]);
+    }
+  }
+}
+
+// Column kernel. Threads [0, groups * tc) solve: group g takes task base + g, its thread t the
+// column tile * tc + t. All threads of the block load the groups' triangles together (so a
+// single narrow task still loads its triangle with the whole block), each diagonal entry's
+// loader storing the pivot's reciprocal too. The solving threads' right-hand sides are loaded
+// into registers before the triangles, so both loads are in flight at once. The triangle keeps
+// the layout of L in memory (kRowMajor when L's rows are contiguous-ish): consecutive threads
+// then read consecutive addresses and write consecutive shared-memory words (no bank conflicts).
+template <typename T, int M, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
-small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
+small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles) {
   extern __shared__ unsigned char smem_raw[];
-  const int groups = static_cast<int>(blockDim.x) / tc;
-  const int g = static_cast<int>(threadIdx.x) / tc, t = static_cast<int>(threadIdx.x) % tc;
-  T* Ls = reinterpret_cast<T*>(smem_raw) + g * (M * M + M);  // column-major: Ls[k * M + i] = L(i, k)
-  T* Rs = Ls + M * M;                                          // Rs[k] = pivot_reciprocal(L(k, k))
+  // Per group, M * M + M elements: L (row- or column-major, see substitute), then Rs[k], the
+  // reciprocal of pivot k (1 for a unit or padded diagonal). Padding beyond m is the identity.
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  constexpr int kGroupElems = M * M + M;
+  __shared__ int64_t l_off[kColumnThreads];  // offset of each group's triangle
+  __shared__ int exact[kColumnThreads];      // the group's triangle has a pivot needing division
+  const int tid = static_cast<int>(threadIdx.x), nthreads = static_cast<int>(blockDim.x);
+  const int g = tid / tc, t = tid - (tid / tc) * tc;
+  const bool solver = g < groups;
+  const T* Ls = smem + (solver ? g : 0) * kGroupElems;
+  const T* Rs = Ls + M * M;
   const int m = static_cast<int>(p.m);
-  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const int64_t ntasks = p.batch * ntiles;
 
   for (int64_t base = int64_t(blockIdx.x) * groups; base < ntasks; base += int64_t(gridDim.x) * groups) {
-    const int64_t task = base + g;
-    const bool has_task = task < ntasks;
-    const int64_t bidx = has_task ? task / ntiles : 0, tile = has_task ? task % ntiles : 0;
-    int64_t off[3];
-    batch_offsets(p.bl, bidx, off);
+    const int nvalid = ntasks - base < groups ? static_cast<int>(ntasks - base) : groups;
+    if (tid < nvalid) {
+      int64_t bidx, tile, off[3];
+      task_coords(base + tid, ntiles, bidx, tile);
+      batch_offsets(p.bl, bidx, off);
+      l_off[tid] = off[0];
+      exact[tid] = 0;
+    }
+    // My right-hand-side column (its loads overlap the triangles' below).
+    bool active = false;
+    int64_t off[3] = {0, 0, 0}, j = 0;
+    if (solver && g < nvalid) {
+      int64_t bidx, tile;
+      task_coords(base + g, ntiles, bidx, tile);
+      batch_offsets(p.bl, bidx, off);
+      j = tile * tc + t;
+      active = j < p.n;
+    }
+    T x[M];
+    {
+      const T* B = p.B + off[1] + j * p.b.col;
+#pragma unroll
+      for (int r = 0; r < M; ++r) x[r] = (active && r < m) ? B[r * p.b.row] : T(0);
+    }
+    __syncthreads();  // l_off / exact are set, and the previous tasks are done with the triangles
 
-    __syncthreads();  // the previous task is done with Ls
-    if (has_task) {
-      // kLoadUnroll independent loads in flight per thread before any is stored.
-      const T* L = p.L + off[0];
-      for (int e0 = t; e0 < M * M; e0 += tc * kLoadUnroll) {
-        T v[kLoadUnroll];
+    // Element e of the groups' triangles: consecutive e are consecutive in shared memory.
+    const int total = nvalid * M * M;
+    for (int e0 = tid; e0 < total; e0 += nthreads * kLoadUnroll) {
+      T v[kLoadUnroll];  // independent loads in flight before any is stored
 #pragma unroll
-        for (int u = 0; u < kLoadUnroll; ++u) {
-          const int e = e0 + u * tc;
-          const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-          v[u] = T(i == k ? 1 : 0);  // padding beyond m: identity
-          if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
-            v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
-        }
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * nthreads, gg = e / (M * M), r = e - gg * (M * M);
+        const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
+        v[u] = T(i == k ? 1 : 0);
+        if (e < total && i < m && k < m && (i > k || (i == k && !p.unit)))
+          v[u] = conj_if(p.L[l_off[gg] + i * p.l.row + k * p.l.col], p.conj);
+      }
 #pragma unroll
-        for (int u = 0; u < kLoadUnroll; ++u) {
-          const int e = e0 + u * tc;
-          const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-          if (e < M * M) Ls[k * M + i] = v[u];
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * nthreads, gg = e / (M * M), r = e - gg * (M * M);
+        if (e < total) {
+          T* Lg = smem + gg * kGroupElems;
+          Lg[r] = v[u];
+          const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
+          if (i == k) {
+            T rcp = T(1);
+            if (!p.unit) {
+              rcp = pivot_reciprocal(v[u]);
+              if (is_zero(rcp)) exact[gg] = 1;
+            }
+            Lg[M * M + k] = rcp;
+          }
         }
       }
     }
     __syncthreads();
-    if (has_task && !p.unit) {
-      for (int k = t; k < M; k += tc) Rs[k] = pivot_reciprocal(Ls[k * M + k]);
-    }
-    __syncthreads();
 
-    const int64_t j = tile * tc + t;
-    const bool active = has_task && j < p.n;
-    const T* B = p.B + off[1] + j * p.b.col;
-    T x[M];
-#pragma unroll
-    for (int r = 0; r < M; ++r) x[r] = (active && r < m) ? p.alpha * B[r * p.b.row] : T(0);
-#pragma unroll
-    for (int k = 0; k < M; ++k) {
-      if (!p.unit) x[k] = divide_by_pivot(x[k], Ls[k * M + k], Rs[k]);
-#pragma unroll
-      for (int i = k + 1; i < M; ++i) x[i] = fms(x[i], Ls[k * M + i], x[k]);
-    }
     if (active) {
+#pragma unroll
+      for (int r = 0; r < M; ++r) x[r] = p.alpha * x[r];
+      if (exact[g])
+        substitute<T, M, kRowMajor, true>(x, Ls, Rs, p.unit);
+      else
+        substitute<T, M, kRowMajor, false>(x, Ls, Rs, p.unit);
       T* X = p.X + off[2] + j * p.x.col;
 #pragma unroll
       for (int r = 0; r < M; ++r)
@@ -107,21 +184,27 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int64_t ntiles) {
 
 template <typename T, int M>
 hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  // Threads per task: the columns of B rounded up to warps, at most the block; narrower (more
-  // tasks, each re-reading L) while the grid would leave multiprocessors idle.
-  int64_t tc = (p.n + dev.warp_size - 1) / dev.warp_size * dev.warp_size;
-  if (tc > kColumnThreads) tc = kColumnThreads;
-  while (tc > dev.warp_size && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
-  const int64_t per_matrix_bytes = int64_t(M) * (M + 1) * sizeof(T);
+  // Columns per task: n rounded up to a power of two, at most the block; narrower (more tasks
+  // on more multiprocessors, each loading its own copy of L) while the grid would leave
+  // multiprocessors idle: a single solve is a chain of M dependent steps per column.
+  int64_t tc = 1;
+  while (tc < p.n && tc < kColumnThreads) tc *= 2;
+  while (tc > kMinTileColumns && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
+  const int64_t group_bytes = int64_t(M) * (M + 1) * sizeof(T);
+  const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
-  while (groups > 1 && groups * per_matrix_bytes > kSharedBudgetBytes) groups /= 2;
+  while (groups > 1 && groups * group_bytes > budget) groups /= 2;
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  small_solve_columns_kernel<T, M><<<grid, static_cast<unsigned>(groups * tc), groups * per_matrix_bytes, stream>>>(
-      p, static_cast<int>(tc), ntiles);
+  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  const size_t smem = static_cast<size_t>(groups * group_bytes);
+  if (row_major)
+    small_solve_columns_kernel<T, M, true><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
+  else
+    small_solve_columns_kernel<T, M, false><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
   return hsmaGetLastError();
 }
 constexpr int kPackedMax = int(kSmallMaxM * (kSmallMaxM + 1) / 2);
@@ -217,10 +300,15 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
   const DeviceInfo dev = current_device_info();
-  // A few columns of a large triangle (a single solve): the segment kernel spreads each column's
-  // substitution over a warp's lanes, the column kernel would run it on one thread.
-  const bool few_columns = p.m > 32 && p.batch * p.n <= kFewColumns;
-  if (p.kernel == SmallKernel::kColumns || (p.kernel == SmallKernel::kAuto && !few_columns)) {
+  if constexpr (std::is_same_v<T, complex<double>>) {
+    // complex128 64x64 fills 64 KB: the seven-stage pipeline (small_pipeline.cu) for 48 < m.
+    if (p.kernel == SmallKernel::kPipeline || (p.kernel == SmallKernel::kAuto && p.m > 48))
+      return launch_small_pipeline(p, stream);
+  }
+  // A few columns of a triangle beyond 16 rows (a single solve): the segment kernel spreads each
+  // column's substitution over a warp's lanes, the column kernel would run it on one thread.
+  const bool few_columns = p.m > 16 && p.batch * p.n <= kFewColumns;
+  if (p.kernel == SmallKernel::kColumns || (p.kernel != SmallKernel::kSegments && !few_columns)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
     if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);

@@ -28,12 +28,17 @@ struct BatchLayout {
 
 __host__ __device__ inline void batch_offsets(const BatchLayout& bl, int64_t b, int64_t off[3]) {
   off[0] = off[1] = off[2] = 0;
-  for (int d = bl.ndim - 1; d >= 0; --d) {
+  for (int d = bl.ndim - 1; d > 0; --d) {
     int64_t i = b % bl.size[d];
     b /= bl.size[d];
     off[0] += i * bl.stride[0][d];
     off[1] += i * bl.stride[1][d];
     off[2] += i * bl.stride[2][d];
+  }
+  if (bl.ndim > 0) {  // b < size[0] now: the outermost dim needs no division
+    off[0] += b * bl.stride[0][0];
+    off[1] += b * bl.stride[1][0];
+    off[2] += b * bl.stride[2][0];
   }
 }
 
@@ -61,15 +66,17 @@ struct SolveProblem {
   SmallKernel kernel = SmallKernel::kAuto;
 };
 
-// Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides):
-// out[batch][k] (NB x NB, row-major, contiguous) = inv(T[k*NB:(k+1)*NB, same]) in its top-left
-// sz x sz corner (sz = NB except for a shorter last block); the rest of each out block is zero.
+// Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
+// batch entry b, inv(T[k*NB:(k+1)*NB, same]), is written row-major with row pitch out_pitch at
+// out + b * out_batch_stride + k * out_block_stride, in the top-left sz x sz corner of an NB x NB
+// tile (sz = NB except for a shorter last block); the rest of the tile is zero.
 // `upper`: T is upper triangular (the kernel reads it as a lower one, backwards).
 template <typename T>
 struct DiagInverseProblem {
   int64_t m = 0, nb = 0, batch = 1;
   const T* A = nullptr; MatrixRef a; int64_t a_batch_stride = 0;
-  T* out = nullptr;    // (batch, ceil(m/nb), nb, nb) contiguous
+  T* out = nullptr;
+  int64_t out_pitch = 0, out_block_stride = 0, out_batch_stride = 0;
   bool upper = false, conj = false, unit = false;
 };
 

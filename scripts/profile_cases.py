@@ -1,0 +1,126 @@
+"""Kernel-level profile of selected solves on a GPU (development tool, not the benchmark).
+
+For each case: the GPU time per call of every kernel hsma and torch launch (torch.profiler, CUDA
+activity, averaged over the profiled calls) and the host time per call back to back. Used to
+decide where the time goes before changing a kernel; the benchmark (python -m hsma_trsm.benchmark)
+is what reports speed.
+
+    python scripts/profile_cases.py --out DIR [--filter SUBSTRING]
+"""
+import argparse
+import collections
+import csv
+import os
+import time
+
+import torch
+
+import hsma_trsm
+
+DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
+
+
+def cases():
+    for d in DT:
+        for kernel in ("auto", "columns", "segments", "pipeline"):
+            if kernel == "pipeline" and d != "c128":
+                continue
+            for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
+                yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
+        for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
+                                  (4096, 64, 64, False), (4096, 64, 128, True)):
+            yield f"batched b={batch} m={m} n={n} {d}", d, (batch,), m, n, unit, "auto"
+        yield f"bcastA b=4096 m=64 n=64 {d}", d, "bcast", 64, 64, False, "auto"
+        for m in (128, 256, 512, 1024):
+            yield f"medium m=n={m} {d}", d, (), m, m, False, "auto"
+        yield f"batched b=1024 m=128 n=128 {d}", d, (1024,), 128, 128, False, "auto"
+        yield f"batched b=256 m=256 n=256 {d}", d, (256,), 256, 256, False, "auto"
+
+
+def make(d, batch, m, n, unit):
+    dtype = DT[d]
+    if batch == "bcast":
+        a_batch, b_batch = (), (4096,)
+    else:
+        a_batch = b_batch = batch
+    A = torch.randn(*a_batch, m, m, dtype=dtype, device="cuda").tril() / m ** 0.5
+    A.diagonal(dim1=-2, dim2=-1).add_(2)
+    B = torch.randn(*b_batch, m, n, dtype=dtype, device="cuda")
+    return A, B
+
+
+def kernel_times(fn, calls):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = collections.Counter()
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            t = ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
+            out[ev.name[:90]] += t / calls
+    return out
+
+
+def host_us(fn, calls=200):
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--calls", type=int, default=10)
+    args = ap.parse_args()
+    rows = []
+    for name, d, batch, m, n, unit, kernel in cases():
+        if args.filter not in name:
+            continue
+        if kernel == "auto":
+            os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
+        else:
+            os.environ["HSMA_TRSM_SMALL_KERNEL"] = kernel
+        A, B = make(d, batch, m, n, unit)
+        runs = {
+            "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
+            "torch": lambda: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=unit),
+        }
+        if kernel != "auto":
+            runs.pop("torch")
+        for who, fn in runs.items():
+            try:
+                kt = kernel_times(fn, args.calls)
+                h = host_us(fn)
+            except Exception as e:  # report and go on: this is a survey
+                print(f"{name} {who}: {type(e).__name__}: {e}")
+                continue
+            total = sum(kt.values())
+            print(f"{name:44s} {who:5s} gpu {total:9.2f} us  host {h:7.2f} us  " +
+                  "; ".join(f"{k[:50]} {v:.2f}" for k, v in kt.most_common(4)))
+            for k, v in kt.items():
+                rows.append({"case": name, "who": who, "kernel": k, "us_per_call": f"{v:.3f}",
+                             "gpu_total_us": f"{total:.3f}", "host_us": f"{h:.2f}"})
+        del A, B
+        torch.cuda.empty_cache()
+    os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
+    path = os.path.join(args.out, "profile_cases.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["case", "who", "kernel", "us_per_call", "gpu_total_us", "host_us"])
+        w.writeheader()
+        w.writerows(rows)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
