@@ -10,13 +10,24 @@ inputs are fixed tensors (closures); its result is discarded.
 
 Inputs and bookkeeping:
     make_triangular, make_rhs   well-conditioned triangular matrices / right-hand sides;
-    trsm_flops, gflops          flop count (LAPACK convention) and rate;
-    rel_error                   ||X - X_ref|| / ||X_ref||;
+    trsm_flops, gemm_flops      flop counts (LAPACK convention); gflops, tflops: rates;
+    trsm_bytes, bandwidth_gbs   least memory traffic of a solve and the achieved GB/s;
+    copy_bandwidth              the device's measured copy bandwidth (the 100% line);
+    rel_error, reference_subset ||X - X_ref|| / ||X_ref|| against a float64 reference (of a
+                                batch/column subset, so large problems stay cheap to check);
+    profile_kernels, classify_kernel, split_kernel_times
+                                kernel times from torch.profiler summed by category;
+    host_overhead               host time per call issued back to back;
+    env_override                set/unset environment variables for a block (HSMA_TRSM_*);
     env_info, slugify           GPU name, torch / CUDA / HIP versions, date, git revision;
+    result_header, write_csv, read_csv
+                                result files: '# key: value' lines, then the CSV;
     progress, log               tqdm progress bar on stderr (plain fallback), tqdm-safe printing.
 """
 from __future__ import annotations
 
+import contextlib
+import csv
 import datetime
 import math
 import os
@@ -42,13 +53,30 @@ __all__ = [
     "make_triangular",
     "make_rhs",
     "trsm_flops",
+    "gemm_flops",
     "gflops",
+    "tflops",
+    "triangle_elements",
+    "trsm_bytes",
+    "bandwidth_gbs",
+    "copy_bandwidth",
     "rel_error",
+    "reference_subset",
+    "classify_kernel",
+    "device_kernel_times",
+    "profile_kernels",
+    "split_kernel_times",
+    "host_overhead",
+    "env_override",
     "real_dtype",
     "dtype_name",
     "parse_dtype",
     "env_info",
     "slugify",
+    "result_header",
+    "csv_value",
+    "write_csv",
+    "read_csv",
     "progress",
     "log",
     "fmt_num",
@@ -91,11 +119,18 @@ class Timing:
         return cls(math.nan, math.nan, math.nan, 0)
 
 
-def choose_repeats(est_s: float, target_s: float = 0.2, min_reps: int = 5, max_reps: int = 200) -> int:
-    """Number of repeats so that ``repeats * est_s`` is about ``target_s``, clamped."""
+def choose_repeats(
+    est_s: float, target_s: float = 0.2, min_reps: int = 5, max_reps: int = 200, max_s: Optional[float] = None
+) -> int:
+    """Number of repeats so that ``repeats * est_s`` is about ``target_s``, clamped to
+    [``min_reps``, ``max_reps``]; with ``max_s``, then cut so that ``repeats * est_s`` stays
+    within ``max_s`` (at least one repeat): slow calls get fewer samples than ``min_reps``."""
     if not (est_s > 0) or math.isinf(est_s):
         return max_reps if not (est_s > 0) else min_reps
-    return int(min(max_reps, max(min_reps, round(target_s / est_s))))
+    reps = int(min(max_reps, max(min_reps, round(target_s / est_s))))
+    if max_s is not None and reps * est_s > max_s:
+        reps = max(1, int(max_s / est_s))
+    return reps
 
 
 def _n_warmup(est_s: float, warmup: int) -> int:
@@ -112,7 +147,9 @@ def time_cuda_events(
     target_s: float = 0.2,
     min_reps: int = 5,
     max_reps: int = 200,
+    max_s: Optional[float] = None,
     isolate: bool = True,
+    warm: bool = False,
 ) -> Timing:
     """Median time of one call of ``fn`` on the current CUDA device, measured with CUDA events.
 
@@ -120,16 +157,22 @@ def time_cuda_events(
     on the current stream. With ``isolate`` (default) the device is synchronized before every
     sample, so a sample sees an empty queue and includes the host-side launch cost of the call
     (what a user of one call waits for); ``isolate=False`` lets samples queue back to back.
-    The number of samples adapts to the call time (about ``target_s`` of timed calls).
+    The number of samples adapts to the call time (about ``target_s`` of timed calls, at most
+    ``max_s`` when given; see :func:`choose_repeats`).
+
+    ``warm``: the caller has already called ``fn`` (e.g. for a correctness check), so no untimed
+    first call or warm-up is made, and the estimating call, an isolated event-timed call like
+    the others, counts as the first sample (for slow calls, where every call costs).
     """
-    # First call (may include lazy initialisation), timed only roughly to size the warm-up.
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    first_s = time.perf_counter() - t0
-    for _ in range(_n_warmup(first_s, warmup) - 1):
+    if not warm:
+        # First call (may include lazy initialisation), timed only roughly to size the warm-up.
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         fn()
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
+        for _ in range(_n_warmup(first_s, warmup) - 1):
+            fn()
     torch.cuda.synchronize()
 
     # Estimate from one isolated event-timed call.
@@ -139,8 +182,12 @@ def time_cuda_events(
     fn()
     end.record()
     end.synchronize()
-    est_s = start.elapsed_time(end) * 1e-3  # elapsed_time is in milliseconds
-    reps = choose_repeats(est_s, target_s, min_reps, max_reps)
+    est_ms = start.elapsed_time(end)  # elapsed_time is in milliseconds
+    reps = choose_repeats(est_ms * 1e-3, target_s, min_reps, max_reps, max_s)
+    samples = []
+    if warm:
+        samples.append(est_ms * 1e3)
+        reps -= 1
 
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -151,7 +198,7 @@ def time_cuda_events(
         fn()
         ends[i].record()
     torch.cuda.synchronize()  # all end events complete before reading them
-    samples = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]  # ms -> us
+    samples += [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]  # ms -> us
     return Timing.from_samples(samples)
 
 
@@ -262,18 +309,25 @@ def time_cpu(
     target_s: float = 0.05,
     min_reps: int = 3,
     max_reps: int = 50,
+    max_s: Optional[float] = None,
+    warm: bool = False,
 ) -> Timing:
-    """Median wall time (time.perf_counter) of one call of ``fn`` on the CPU."""
-    t0 = time.perf_counter()
-    fn()
-    first_s = time.perf_counter() - t0
-    for _ in range(_n_warmup(first_s, warmup) - 1):
+    """Median wall time (time.perf_counter) of one call of ``fn`` on the CPU; ``max_s`` and
+    ``warm`` as in :func:`time_cuda_events`."""
+    if not warm:
+        t0 = time.perf_counter()
         fn()
+        first_s = time.perf_counter() - t0
+        for _ in range(_n_warmup(first_s, warmup) - 1):
+            fn()
     t0 = time.perf_counter()
     fn()
     est_s = time.perf_counter() - t0
-    reps = choose_repeats(est_s, target_s, min_reps, max_reps)
+    reps = choose_repeats(est_s, target_s, min_reps, max_reps, max_s)
     samples = []
+    if warm:
+        samples.append(est_s * 1e6)
+        reps -= 1
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
@@ -395,6 +449,247 @@ def rel_error(X: torch.Tensor, ref: torch.Tensor) -> float:
     return num / den if den > 0 else (0.0 if num == 0 else math.inf)
 
 
+def tflops(flops: float, us: float) -> float:
+    """TFLOP/s of ``flops`` done in ``us`` microseconds (NaN when the time is not positive)."""
+    return gflops(flops, us) * 1e-3
+
+
+def gemm_flops(m: int, k: int, n: int, *, batch: int = 1, is_complex: bool = False) -> float:
+    """Flops of ``batch`` products of an ``m x k`` and a ``k x n`` matrix: ``2 m k n`` real flops
+    each (a multiply-add counts 2), complex 4x. A left TRSM of the same shape (``m = k``) is
+    half of it, so TRSM rate / GEMM rate = GEMM time / (2 * TRSM time)."""
+    return 2.0 * m * k * n * batch * (4.0 if is_complex else 1.0)
+
+
+def triangle_elements(k: int, unit: bool = False) -> int:
+    """Elements a solve must read from a ``k x k`` triangle: ``k(k+1)/2``, ``k(k-1)/2`` when the
+    diagonal is implicit (unit)."""
+    return k * (k - 1) // 2 if unit else k * (k + 1) // 2
+
+
+def trsm_bytes(
+    m: int, n: int, *, itemsize: int, batch: int = 1, a_batch: Optional[int] = None, left: bool = True,
+    unit: bool = False,
+) -> int:
+    """Least memory traffic of a (batched) TRSM: every distinct triangle of A read once (its
+    triangle only, see :func:`triangle_elements`; ``a_batch`` matrices, default ``batch``, 1 for
+    an A broadcast over the batch), B (``batch`` of ``m x n``) read once and X written once."""
+    k = m if left else n
+    a_batch = batch if a_batch is None else a_batch
+    return (a_batch * triangle_elements(k, unit) + 2 * batch * m * n) * itemsize
+
+
+def bandwidth_gbs(nbytes: float, us: float) -> float:
+    """GB/s (1e9 bytes per second) of ``nbytes`` moved in ``us`` microseconds; NaN when the time
+    is not positive."""
+    if not (us > 0) or not math.isfinite(us):
+        return math.nan
+    return nbytes / (us * 1e3)
+
+
+def copy_bandwidth(device, nbytes: Optional[int] = None) -> tuple:
+    """Measured copy bandwidth of ``device``: ``dst.copy_(src)`` of ``nbytes`` (default 1 GiB on
+    CUDA, far above the L2 cache; 64 MiB on the CPU), median of back-to-back event-timed copies
+    (CUDA) or perf_counter (CPU). Counts ``2 * nbytes`` (read + write). Returns (GB/s, Timing,
+    nbytes)."""
+    device = torch.device(device)
+    is_cuda = device.type == "cuda"
+    if nbytes is None:
+        nbytes = (1 << 30) if is_cuda else (64 << 20)
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    fn = lambda: dst.copy_(src)  # noqa: E731
+    if is_cuda:
+        # isolate=False: copies queue back to back, each event pair brackets GPU time only.
+        t = time_cuda_events(fn, warmup=3, target_s=0.05, min_reps=10, max_reps=50, isolate=False)
+    else:
+        t = time_cpu(fn, warmup=2, target_s=0.2, min_reps=5, max_reps=20)
+    nbytes = (nbytes // 4) * 4
+    return bandwidth_gbs(2 * nbytes, t.median_us), t, nbytes
+
+
+_DOUBLE = {
+    torch.float32: torch.float64,
+    torch.float64: torch.float64,
+    torch.complex64: torch.complex128,
+    torch.complex128: torch.complex128,
+}
+
+
+def reference_subset(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    *,
+    left: bool = True,
+    upper: bool = False,
+    trans: str = "N",
+    unit: bool = False,
+    max_cols: int = 32,
+    max_batch: int = 64,
+):
+    """Float64 (complex128) reference for part of ``op(A) X = B`` (left) or ``X op(A) = B``
+    (right): the first ``max_batch`` entries of the broadcast batch and the first ``max_cols``
+    columns (left) or rows (right) of B, which a triangular solve treats independently, solved
+    by ``torch.linalg.solve_triangular`` on ``op(A)`` (``A.mT`` / ``A.mH`` views for 'T' / 'C').
+    Keeps the check cheap for 16384 x 16384 problems and batches of 10000.
+
+    Returns ``(ref, select)``: ``select(X)`` takes the same part of a full result X (in the
+    reference dtype), so ``rel_error(select(X), ref)`` is X's relative error there.
+    """
+    dd = _DOUBLE.get(A.dtype, torch.float64)
+    batch = tuple(torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
+    if batch:
+        count = min(math.prod(batch), max_batch)
+        idx = torch.unravel_index(torch.arange(count, device=B.device), batch)
+
+        def pick(T):  # advanced indexing on the expanded view gathers only `count` matrices
+            return T.expand(*batch, *T.shape[-2:])[idx]
+    else:
+
+        def pick(T):
+            return T
+
+    m, n = B.shape[-2], B.shape[-1]
+
+    def part(T):
+        return T[..., :, : min(n, max_cols)] if left else T[..., : min(m, max_cols), :]
+
+    Ad = pick(A).to(dd)
+    tr = trans.upper()
+    if tr == "T":
+        Ad, up = Ad.mT, not upper
+    elif tr == "C":
+        Ad, up = Ad.mH, not upper
+    else:
+        up = upper
+    ref = torch.linalg.solve_triangular(Ad, part(pick(B)).to(dd), upper=up, left=left, unitriangular=unit)
+    return ref, lambda X: part(pick(X)).to(dd)
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernel-time split (torch.profiler) and host overhead
+
+_KERNEL_CATEGORIES = (
+    ("inverse", re.compile(r"diag_inverse", re.I)),
+    ("small", re.compile(r"small_solve|small_pipeline", re.I)),
+    ("gemm", re.compile(r"gemm|gemv|cutlass|xmma|nvjet|splitkreduce|cublas", re.I)),
+)
+KERNEL_CATEGORIES = tuple(c for c, _ in _KERNEL_CATEGORIES) + ("other",)
+
+
+def classify_kernel(name: str) -> str:
+    """Category of a kernel name: 'inverse' (hsma's diagonal-block inversion), 'small' (hsma's
+    direct small-solve kernels), 'gemm' (cuBLAS / CUTLASS GEMM and GEMV kernels, split-K
+    reductions) or 'other' (copies, fills, memcpy/memset, anything else)."""
+    for cat, rx in _KERNEL_CATEGORIES:
+        if rx.search(name):
+            return cat
+    return "other"
+
+
+def device_kernel_times(events, on_device: bool = True) -> list:
+    """(name, microseconds) of every device activity (kernels, memcpy, memset) in a
+    torch.profiler event list; with ``on_device=False`` (CPU path: there are no kernels) the
+    self CPU time of every CPU op instead."""
+    DeviceType = torch.autograd.DeviceType
+    out = []
+    for e in events:
+        if on_device:
+            if e.device_type != DeviceType.CUDA or getattr(e, "is_user_annotation", False):
+                continue
+            out.append((e.name, float(e.time_range.elapsed_us())))
+        else:
+            if e.device_type != DeviceType.CPU:
+                continue
+            out.append((e.name, float(e.self_cpu_time_total)))
+    return out
+
+
+def profile_kernels(fn: Callable[[], object], device, calls: int = 1) -> list:
+    """Runs ``fn`` ``calls`` times (synchronized after each) under torch.profiler with CPU and
+    (on CUDA) CUDA activities; returns :func:`device_kernel_times` of the trace."""
+    from torch.profiler import ProfilerActivity, profile
+
+    is_cuda = torch.device(device).type == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
+    sync = torch.cuda.synchronize if is_cuda else (lambda: None)
+    sync()
+    with profile(activities=acts) as prof:
+        for _ in range(calls):
+            fn()
+            sync()
+    return device_kernel_times(prof.events(), on_device=is_cuda)
+
+
+def split_kernel_times(kernels: Sequence, calls: int = 1, top: int = 3) -> dict:
+    """Sums (name, us) pairs by :func:`classify_kernel` category, per call: ``<cat>_us`` and
+    ``<cat>_pct`` (share of the summed time) for every category, ``kernel_us`` (all), ``kernels``
+    (count per call) and ``top_other`` (the largest 'other' names with their share)."""
+    calls = max(1, int(calls))
+    tot = {c: 0.0 for c in KERNEL_CATEGORIES}
+    other = {}
+    for name, us in kernels:
+        cat = classify_kernel(name)
+        tot[cat] += us
+        if cat == "other":
+            other[name] = other.get(name, 0.0) + us
+    total = sum(tot.values())
+    out = {"kernel_us": total / calls, "kernels": len(kernels) / calls}
+    for c in KERNEL_CATEGORIES:
+        out[f"{c}_us"] = tot[c] / calls
+        out[f"{c}_pct"] = 100.0 * tot[c] / total if total > 0 else math.nan
+    names = sorted(other.items(), key=lambda kv: -kv[1])[:top]
+    out["top_other"] = "; ".join(f"{n[:60]} ({100.0 * us / total:.0f}%)" for n, us in names) if total > 0 else ""
+    return out
+
+
+def host_overhead(
+    fn: Callable[[], object], *, calls: int = 1000, repeats: int = 5, sync: Optional[Callable[[], object]] = None
+) -> dict:
+    """Host time per call of ``fn`` issued back to back without synchronization: ``calls`` calls
+    between two perf_counter readings, then one ``sync``; the median (and min) over ``repeats``
+    of the loop time / ``calls`` is ``host_us`` (``host_min_us``), loop plus the final sync /
+    ``calls`` is ``wall_us``. One untimed warm-up call first. While the GPU keeps up with the
+    host (each call's GPU work shorter than its host cost) ``host_us`` is the dispatch cost."""
+    sync = sync or (lambda: None)
+    fn()
+    sync()
+    host, wall = [], []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) * 1e6 / calls)
+        wall.append((t2 - t0) * 1e6 / calls)
+    return dict(host_us=statistics.median(host), host_min_us=min(host), wall_us=statistics.median(wall),
+                calls=calls, repeats=repeats)
+
+
+@contextlib.contextmanager
+def env_override(env: Optional[dict]):
+    """Sets (value) or removes (None) environment variables for the block, restoring them after.
+    The C++ side reads HSMA_TRSM_NB / HSMA_TRSM_SMALL_KERNEL with getenv on every call."""
+    env = env or {}
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 # ----------------------------------------------------------------------------------------------
 # Environment
 
@@ -445,7 +740,7 @@ def env_info(device="cuda") -> dict:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "git": _git_revision(),
+        "git": _git_revision(os.path.dirname(os.path.abspath(__file__))),
     }
     try:
         import hsma_trsm
@@ -463,6 +758,7 @@ def env_info(device="cuda") -> dict:
             sm_count=props.multi_processor_count,
             capability=f"{props.major}.{props.minor}",
             gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            l2_cache_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
         )
     else:
         info.update(gpu="none", gpu_slug="cpu", device="cpu")
@@ -471,6 +767,59 @@ def env_info(device="cuda") -> dict:
 
 # ----------------------------------------------------------------------------------------------
 # Output
+
+
+def result_header(env: dict, **extra) -> list:
+    """The '# key: value' header lines of a result file: gpu, torch, cuda, date, git (the
+    first four as in the earlier result files), then hsma_trsm, python, float32 matmul precision
+    and ``extra`` (e.g. suite=...)."""
+    if env.get("gpu", "none") != "none":
+        gpu = env["gpu"]
+    else:
+        gpu = f"none (CPU path: {env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
+    cuda = env.get("cuda", "none")
+    if env.get("hip", "none") != "none":
+        cuda = f"{cuda} (hip {env['hip']})"
+    lines = [("gpu", gpu), ("torch", env.get("torch", "?")), ("cuda", cuda), ("date", env.get("date", "?")),
+             ("git", env.get("git", "unknown")), ("hsma_trsm", env.get("hsma_trsm", "?")),
+             ("python", env.get("python", "?")),
+             ("float32_matmul_precision", env.get("float32_matmul_precision", "?"))]
+    lines += [(k, v) for k, v in extra.items() if v is not None]
+    return lines
+
+
+def csv_value(v):
+    """A CSV cell: floats with 6 significant digits ('nan' for NaN), others as they are."""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.6g}"
+    return "" if v is None else v
+
+
+def write_csv(path: str, rows: Sequence[dict], columns: Sequence[str], header: Sequence = ()) -> None:
+    """Writes ``rows`` (dicts) with exactly ``columns`` (missing keys empty, extra keys dropped)
+    under '# key: value' lines from ``header`` (pairs, see :func:`result_header`)."""
+    with open(path, "w", newline="") as f:
+        for k, v in header:
+            f.write(f"# {k}: {' '.join(str(v).split())}\n")
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: csv_value(r.get(k, "")) for k in columns})
+
+
+def read_csv(path: str) -> tuple:
+    """Reads a file written by :func:`write_csv`: (header dict, list of row dicts of strings)."""
+    header, lines = {}, []
+    with open(path, newline="") as f:
+        for line in f:
+            if line.startswith("#") and not lines:
+                k, _, v = line[1:].partition(":")
+                header[k.strip()] = v.strip()
+            else:
+                lines.append(line)
+    return header, list(csv.DictReader(lines))
 
 
 def fmt_num(x, spec: str = ".1f", width: int = 0) -> str:

@@ -1,79 +1,67 @@
-"""Main benchmark: hsma_trsm.solve_triangular against torch.linalg.solve_triangular.
+"""Main benchmark: hsma_trsm against torch.linalg.solve_triangular, in suites.
 
 Run from the repository root::
 
-    python -m hsma_trsm.benchmark                  # full set on CUDA (reduced set on CPU)
-    python -m hsma_trsm.benchmark --quick          # reduced set
-    python -m hsma_trsm.benchmark --cases small,square --dtypes float32,complex64
-    python -m hsma_trsm.benchmark --out /tmp/results
+    python -m hsma_trsm.benchmark                          # every suite (about 4 min on an H200)
+    python -m hsma_trsm.benchmark --suite small,batched    # some suites
+    python -m hsma_trsm.benchmark --quick                  # reduced sizes (CPU / CI smoke run)
+    python -m hsma_trsm.benchmark --dtypes f32,c128 --out /tmp/results --tag run2
+    python -m hsma_trsm.benchmark --list                   # print the cases of each suite, run nothing
 
-Both solvers run in the same process on the same inputs (left side, lower, non-unit unless a
-case says otherwise). On CUDA each number is the median over isolated calls timed with CUDA
-events (device synchronized before each call, so launch overhead is included), plus a
-"graph" number: N calls captured into one CUDA graph, replays timed, divided by N (GPU time
-only). Without a GPU the CPU path is timed with time.perf_counter (median) on a smaller set.
+Suites (each writes ``<suite>_<gpu-slug>_<date>[_<tag>].csv``; one Markdown report
+``bench_<gpu-slug>_<date>[_<suites>][_<tag>].md`` covers the suites of the run):
 
-Cases (per dtype float32, float64, complex64, complex128):
-    small            m in {8, 16, 32, 48, 64}, n = 64;
-    square           m = n in {128, ..., 8192};
-    batched          10000 solves of 32 x 32, n = 32;
-    linear-attention 4096 solves of 64 x 64 unit lower, n = 128;
-    kernel-digits    (real dtypes only) lower Cholesky factor of an RBF kernel on the
-                     scikit-learn digits data (1797 x 1797), right-hand sides the one-hot labels.
+    small     single solves, m in {8,16,24,32,48,64} x n in {1,16,64,256,4096}, left lower; upper,
+              right, trans 'T'/'C' and unit spot checks at m = n = 64; the small-kernel ablation
+              at m = n = 64 complex128 (HSMA_TRSM_SMALL_KERNEL = pipeline / columns / segments).
+    batched   batches of small systems (8..256), linear attention (unit lower, n = 2m), one A
+              broadcast over a batch of B; achieved bandwidth against the measured copy bandwidth.
+    large     m = n in {512, ..., 16384}, right/upper/trans at 4096, the digits kernel solve; TFLOP/s
+              and the share of the same-shape torch.matmul rate measured in the same run.
+    ablation  the block-size table's NB (adaptive) against a fixed NB = 128 (HSMA_TRSM_NB).
+    split     kernel time by kind (diagonal-block inversion, GEMM, small solve, other) from
+              torch.profiler, at m = n = 1024 and 16384.
+    overhead  host time per call issued back to back (hsma entry points, torch, torch.add).
 
-Results: a table on stdout, and benchmarks/results/bench_<gpu-slug>_<date>.csv / .md (the
-slug is "cpu" on the CPU path). A failing case (e.g. out of memory) is reported in the status
-column and the run goes on.
+Both solvers run in the same process on the same inputs. On CUDA each time is the median over
+isolated calls timed with CUDA events (device synchronized before each call, launch overhead
+included), plus a "graph" time: N calls captured into one CUDA graph, replays timed, divided by
+N (GPU time only). Every case is checked against a float64 (complex128) torch solve of a subset
+(:func:`hsma_trsm._bench_util.reference_subset`). Without a GPU the CPU path runs with smaller
+sizes and time.perf_counter timing; the GPU targets are then shown as n/a. A failing case is
+reported in its status column and the run goes on; each suite's CSV is written as soon as the
+suite ends, so an interrupted run keeps the finished suites.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import gc
 import math
 import os
 import re
+import signal
 import sys
 import time
 import types
-from dataclasses import dataclass
-from typing import Optional
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import torch
 
+from . import _bench_report as rp
 from . import _bench_util as bu
+from ._bench_report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
 
-# ----------------------------------------------------------------------------------------------
-# Case sets
-
+SUITES = ("small", "batched", "large", "ablation", "split", "overhead")
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-CASE_NAMES = ("small", "square", "batched", "linear-attention", "kernel-digits")
-_CASE_ALIASES = {
-    "small": "small",
-    "square": "square",
-    "batched": "batched",
-    "batch": "batched",
-    "linear-attention": "linear-attention",
-    "linear_attention": "linear-attention",
-    "linattn": "linear-attention",
-    "la": "linear-attention",
-    "kernel-digits": "kernel-digits",
-    "kernel": "kernel-digits",
-    "digits": "kernel-digits",
-    "rbf": "kernel-digits",
-}
 
-# sizes: small m list (n fixed), square m list, batched (batch, m, n), linear attention (batch, m, n)
-SIZES = {
-    "cuda": dict(small=[8, 16, 32, 48, 64], small_n=64, square=[128, 256, 512, 1024, 2048, 4096, 8192],
-                 batched=(10000, 32, 32), linattn=(4096, 64, 128)),
-    "cuda-quick": dict(small=[16, 64], small_n=64, square=[256, 1024, 4096],
-                       batched=(10000, 32, 32), linattn=(4096, 64, 128)),
-    "cpu": dict(small=[8, 32, 64], small_n=64, square=[128, 256, 512, 1024],
-                batched=(1000, 32, 32), linattn=(256, 64, 128)),
-    "cpu-quick": dict(small=[16, 64], small_n=64, square=[128, 512],
-                      batched=(1000, 32, 32), linattn=(128, 64, 128)),
+# The earlier --cases names, mapped to the suite that now holds them.
+_CASE_ALIASES = {
+    "small": "small", "square": "large", "batched": "batched", "batch": "batched",
+    "linear-attention": "batched", "linear_attention": "batched", "linattn": "batched", "la": "batched",
+    "kernel-digits": "large", "kernel": "large", "digits": "large", "rbf": "large",
 }
 
 # rel. error above this flags the case "inaccurate" (inputs have condition number ~5; the
@@ -86,51 +74,171 @@ _STICKY = re.compile(
     re.I,
 )
 
+# ----------------------------------------------------------------------------------------------
+# Sizes per mode: "gpu" (CUDA), "gpu-quick" (CUDA --quick), "cpu" (no GPU), "cpu-quick".
+
+_BATCHED_FULL = [  # (case, batch, m, n, unit, A broadcast over the batch)
+    ("batched", 10000, 8, 8, False, False),
+    ("batched", 10000, 16, 16, False, False),
+    ("batched", 10000, 32, 32, False, False),
+    ("narrow", 10000, 32, 1, False, False),
+    ("batched", 4096, 64, 64, False, False),
+    ("linear-attention", 4096, 64, 128, True, False),
+    ("batched", 1024, 128, 128, False, False),
+    ("batched", 256, 256, 256, False, False),
+    ("broadcast-A", 4096, 64, 64, False, True),
+]
+
+
+def _scaled(cases, div):
+    return [(c, max(2, b // div), m, n, u, bc) for c, b, m, n, u, bc in cases]
+
+
+PLANS = {
+    "gpu": dict(
+        small_m=[8, 16, 24, 32, 48, 64], small_n=[1, 16, 64, 256, 4096], spot=64,
+        batched=_BATCHED_FULL,
+        large=[512, 1024, 2048, 4096, 8192, 16384], large_spot=4096, digits=True,
+        ablation=[512, 1024, 2048, 4096, 8192, 16384],
+        split=[1024, 16384],
+        overhead=[(64, 64), (8, 8)], overhead_calls=1000, overhead_repeats=5,
+    ),
+    "gpu-quick": dict(
+        small_m=[16, 64], small_n=[1, 64], spot=64,
+        batched=[_BATCHED_FULL[i] for i in (2, 5, 8)],
+        large=[1024, 4096], large_spot=4096, digits=False,
+        ablation=[1024, 4096],
+        split=[1024],
+        overhead=[(64, 64), (8, 8)], overhead_calls=500, overhead_repeats=3,
+    ),
+    "cpu": dict(
+        small_m=[8, 16, 24, 32, 48, 64], small_n=[1, 16, 64, 256, 4096], spot=64,
+        batched=_scaled(_BATCHED_FULL, 10),
+        large=[256, 512, 1024], large_spot=512, digits=True,
+        ablation=[512, 1024],
+        split=[256, 1024],
+        overhead=[(64, 64), (8, 8)], overhead_calls=300, overhead_repeats=3,
+    ),
+    "cpu-quick": dict(
+        small_m=[8, 64], small_n=[1, 64], spot=64,
+        batched=_scaled(_BATCHED_FULL, 100),
+        large=[128, 256], large_spot=256, digits=False,
+        ablation=[256],
+        split=[256],
+        overhead=[(64, 64), (8, 8)], overhead_calls=100, overhead_repeats=3,
+    ),
+}
+
+# Seconds after which a suite skips its remaining cases (a safety net for the ~4 minute GPU run;
+# scaled by --budget-scale, 0 = none). Typical H200 times are well below (see the README).
+BUDGETS = {
+    "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10),
+    "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10),
+}
+
+
+@dataclass
+class TimingCfg:
+    """Timing settings of a suite (see bu.time_cuda_events / bu.time_cuda_graph)."""
+
+    warmup: int = 3
+    target_s: float = 0.05
+    min_reps: int = 10
+    max_reps: int = 200
+    max_s: Optional[float] = None
+    warm_after_s: float = 0.02  # a first call at least this slow counts as the warm-up
+    graph: bool = True
+    graph_max_us: float = 5000.0  # no graph timing when an eager time exceeds this
+    graph_replay_s: float = 1e-3
+    graph_max_calls: int = 100
+    graph_target_s: float = 0.02
+    graph_min_reps: int = 10
+    graph_max_reps: int = 50
+
+
+TIMING = {
+    "gpu": dict(
+        small=TimingCfg(target_s=0.05, min_reps=10, max_reps=200, graph_replay_s=1e-3, graph_max_calls=100,
+                        graph_target_s=0.02, graph_max_reps=50),
+        batched=TimingCfg(target_s=0.1, min_reps=5, max_reps=100, max_s=0.5, graph_replay_s=2e-3, graph_max_calls=50,
+                          graph_target_s=0.05, graph_min_reps=5, graph_max_reps=50),
+        large=TimingCfg(warmup=2, target_s=0.2, min_reps=3, max_reps=50, max_s=0.6, graph_max_us=3000.0,
+                        graph_replay_s=5e-3, graph_max_calls=20, graph_target_s=0.05, graph_min_reps=3,
+                        graph_max_reps=20),
+        ablation=TimingCfg(warmup=2, target_s=0.15, min_reps=3, max_reps=50, max_s=0.6, graph_max_us=3000.0,
+                           graph_replay_s=5e-3, graph_max_calls=20, graph_target_s=0.05, graph_min_reps=3,
+                           graph_max_reps=20),
+        split=TimingCfg(warmup=2, target_s=0.1, min_reps=1, max_reps=20, max_s=0.5, graph=False),
+    ),
+    "cpu": dict(
+        # warm_after_s high: on a busy machine a preempted first call must not cut the samples to one
+        small=TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=30, warm_after_s=0.25, graph=False),
+        batched=TimingCfg(warmup=1, target_s=0.03, min_reps=3, max_reps=20, max_s=1.0, warm_after_s=0.25,
+                          graph=False),
+        large=TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25, graph=False),
+        ablation=TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25,
+                           graph=False),
+        split=TimingCfg(warmup=1, target_s=0.05, min_reps=1, max_reps=10, max_s=1.0, warm_after_s=0.25, graph=False),
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Cases
+
 
 @dataclass
 class Case:
-    case: str  # group name (CASE_NAMES)
+    suite: str
+    case: str  # label within the suite: single, upper, right, trans-T, unit, batched, ...
     m: int
     n: int
-    batch: tuple = ()
-    unit: bool = False
-    upper: bool = False
+    batch: tuple = ()  # B's batch dims (and the result's)
+    a_batch: Optional[tuple] = None  # A's batch dims; None: the same as B's, () broadcast
     left: bool = True
+    upper: bool = False
+    trans: str = "N"
+    unit: bool = False
     seed: int = 0
-    real_only: bool = False
+    small_kernel: Optional[str] = None  # kernel-ablation rows: HSMA_TRSM_SMALL_KERNEL
+    digits: bool = False  # the digits RBF kernel problem (real dtypes only)
+
+    @property
+    def k(self) -> int:
+        return self.m if self.left else self.n
+
+    @property
+    def a_dims(self) -> tuple:
+        return self.batch if self.a_batch is None else self.a_batch
 
     @property
     def batch_count(self) -> int:
         return math.prod(self.batch) if self.batch else 1
 
     @property
+    def a_count(self) -> int:
+        return math.prod(self.a_dims) if self.a_dims else 1
+
+    @property
     def shape(self) -> str:
         s = f"m={self.m} n={self.n}"
         if self.batch:
             s = f"b={'x'.join(map(str, self.batch))} " + s
-        if self.case == "kernel-digits":
+        if self.batch and not self.a_dims:
+            s += " A bcast"
+        if self.digits:
             s = "digits " + s
         if self.unit:
             s += " unit"
+        if not self.left:
+            s += " right"
+        if self.upper:
+            s += " upper"
+        if self.trans != "N":
+            s += f" op={self.trans}"
+        if self.small_kernel:
+            s += f" [{self.small_kernel}]"
         return s
-
-
-def build_cases(names, sizes: dict, seed: int = 0) -> list:
-    cases = []
-    for name in names:
-        if name == "small":
-            cases += [Case("small", m, sizes["small_n"], seed=seed + m) for m in sizes["small"]]
-        elif name == "square":
-            cases += [Case("square", m, m, seed=seed + 7 * m) for m in sizes["square"]]
-        elif name == "batched":
-            b, m, n = sizes["batched"]
-            cases.append(Case("batched", m, n, batch=(b,), seed=seed + 11))
-        elif name == "linear-attention":
-            b, m, n = sizes["linattn"]
-            cases.append(Case("linear-attention", m, n, batch=(b,), unit=True, seed=seed + 13))
-        elif name == "kernel-digits":
-            cases.append(Case("kernel-digits", 1797, 10, real_only=True, seed=seed))
-    return cases
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,25 +271,51 @@ def digits_problem():
 
 
 def make_inputs(case: Case, dtype, device):
-    if case.case == "kernel-digits":
+    if case.digits:
         L, Y, _, _ = digits_problem()
         return L.to(device=device, dtype=dtype), Y.to(device=device, dtype=dtype)
-    A = bu.make_triangular(case.m, batch=case.batch, dtype=dtype, device=device, upper=case.upper,
+    A = bu.make_triangular(case.k, batch=case.a_dims, dtype=dtype, device=device, upper=case.upper,
                            unit=case.unit, seed=case.seed)
     B = bu.make_rhs(case.m, case.n, batch=case.batch, dtype=dtype, device=device, seed=case.seed + 1)
     return A, B
 
 
-# ----------------------------------------------------------------------------------------------
-# One case
+def hsma_call(case: Case, A, B) -> Callable:
+    """hsma's call for the case: the drop-in solve_triangular, or trsm for op = A^T / A^H."""
+    import hsma_trsm
 
-COLUMNS = [
-    "case", "shape", "dtype", "batch", "m", "n", "left", "upper", "unit", "flops",
-    "hsma_us", "torch_us", "speedup", "hsma_gflops", "torch_gflops",
-    "hsma_graph_us", "torch_graph_us", "graph_speedup", "hsma_graph_gflops", "torch_graph_gflops",
-    "hsma_min_us", "torch_min_us", "hsma_reps", "torch_reps", "graph_calls_hsma", "graph_calls_torch",
-    "rel_err", "status", "note",
-]
+    if case.trans == "N":
+        kw = dict(upper=case.upper, left=case.left, unitriangular=case.unit)
+        return lambda: hsma_trsm.solve_triangular(A, B, **kw)
+    kw = dict(upper=case.upper, left=case.left, unitriangular=case.unit, trans=case.trans)
+    return lambda: hsma_trsm.trsm(A, B, **kw)
+
+
+def torch_call(case: Case, A, B) -> Callable:
+    """torch.linalg.solve_triangular for the case; op(A) = A.mT / A.mH views (other triangle)."""
+    if case.trans == "N":
+        At, up = A, case.upper
+    elif case.trans == "T":
+        At, up = A.mT, not case.upper
+    else:
+        At, up = A.mH, not case.upper
+    kw = dict(upper=up, left=case.left, unitriangular=case.unit)
+    return lambda: torch.linalg.solve_triangular(At, B, **kw)
+
+
+@dataclass
+class Contender:
+    name: str  # column prefix: hsma, torch, adaptive, fixed
+    make: Callable  # (case, A, B) -> zero-argument callable
+    env: Optional[dict] = None  # environment for all of its calls (None values unset)
+    checked: bool = True  # its rel. error decides the status (False: the torch baseline)
+
+
+HSMA = Contender("hsma", hsma_call)
+TORCH = Contender("torch", torch_call, checked=False)
+
+# ----------------------------------------------------------------------------------------------
+# Running one case
 
 
 def _short(e: BaseException, limit: int = 160, root: bool = False) -> str:
@@ -203,116 +337,9 @@ def _short(e: BaseException, limit: int = 160, root: bool = False) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-def _ratio(a, b):
-    return a / b if (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)) else math.nan
-
-
-def _base_row(case: Case, dtype) -> dict:
-    nan = math.nan
-    return dict(
-        case=case.case, shape=case.shape, dtype=bu.dtype_name(dtype), batch=case.batch_count,
-        m=case.m, n=case.n, left=case.left, upper=case.upper, unit=case.unit,
-        flops=bu.trsm_flops(case.m, case.n, batch=case.batch_count, left=case.left, is_complex=dtype.is_complex),
-        hsma_us=nan, torch_us=nan, hsma_graph_us=nan, torch_graph_us=nan, hsma_min_us=nan, torch_min_us=nan,
-        hsma_reps=0, torch_reps=0, graph_calls_hsma=0, graph_calls_torch=0, rel_err=nan,
-    )
-
-
-def run_case(case: Case, dtype, device: torch.device, cfg) -> dict:
-    """Times and checks one (case, dtype); never raises for failures of the solvers."""
-    import hsma_trsm
-
-    row = _base_row(case, dtype)
-    notes, failed = [], set()
-    is_cuda = device.type == "cuda"
-
-    try:
-        A, B = make_inputs(case, dtype, device)
-    except Exception as e:  # noqa: BLE001
-        row.update(status="error", note="inputs: " + _short(e))
-        return _finish(row)
-
-    kw = dict(upper=case.upper, left=case.left, unitriangular=case.unit)
-    fns = {
-        "hsma": lambda: hsma_trsm.solve_triangular(A, B, **kw),
-        "torch": lambda: torch.linalg.solve_triangular(A, B, **kw),
-    }
-
-    # correctness (also the very first call of each)
-    X = {}
-    for name in ("torch", "hsma"):
-        try:
-            X[name] = fns[name]()
-        except Exception as e:  # noqa: BLE001
-            failed.add(name)
-            notes.append(f"{name}: " + _short(e))
-    checked = False
-    if "hsma" in X and "torch" in X:
-        try:
-            row["rel_err"] = bu.rel_error(X["hsma"], X["torch"])
-            checked = True
-        except Exception as e:  # noqa: BLE001
-            notes.append("rel_err: " + _short(e))
-    X.clear()
-    if failed:
-        _cleanup(device)
-
-    # timing: isolated calls
-    for name in ("hsma", "torch"):
-        if name in failed:
-            continue
-        try:
-            if is_cuda:
-                t = bu.time_cuda_events(fns[name], warmup=cfg.warmup, target_s=cfg.target_s,
-                                        min_reps=cfg.min_reps, max_reps=cfg.max_reps)
-            else:
-                t = bu.time_cpu(fns[name], warmup=1, target_s=cfg.target_s,
-                                min_reps=cfg.min_reps, max_reps=cfg.max_reps)
-            row[f"{name}_us"], row[f"{name}_min_us"], row[f"{name}_reps"] = t.median_us, t.min_us, t.reps
-        except Exception as e:  # noqa: BLE001
-            failed.add(name)
-            notes.append(f"{name} timing: " + _short(e))
-    if failed:
-        _cleanup(device)  # outside the except blocks, so the tracebacks no longer hold tensors
-
-    # timing: CUDA graph replays (GPU-only time)
-    if is_cuda and cfg.graph:
-        for name in ("hsma", "torch"):
-            if name in failed:
-                continue
-            try:
-                t = bu.time_cuda_graph(fns[name], est_us=row[f"{name}_us"], warmup=cfg.warmup,
-                                       target_s=cfg.target_s, min_reps=cfg.min_reps, max_reps=cfg.max_reps)
-                row[f"{name}_graph_us"], row[f"graph_calls_{name}"] = t.median_us, t.calls_per_sample
-            except Exception as e:  # noqa: BLE001
-                failed.add(f"graph-{name}")
-                notes.append(f"graph({name}): " + _short(e, root=True))
-
-    del A, B, fns
-    if failed:
-        _cleanup(device)
-    tol = _TOL.get(dtype, 1e-3)
-    if "hsma" in failed:
-        status = "error"
-    elif checked and not (row["rel_err"] <= tol):  # NaN counts as inaccurate
-        status = "inaccurate"
-        notes.append(f"rel_err {row['rel_err']:.2e} > tol {tol:.0e}")
-    elif failed:
-        status = "partial"
-    else:
-        status = "ok"
-    row.update(status=status, note="; ".join(notes))
-    return _finish(row)
-
-
-def _finish(row: dict) -> dict:
-    row["speedup"] = _ratio(row["torch_us"], row["hsma_us"])
-    row["graph_speedup"] = _ratio(row["torch_graph_us"], row["hsma_graph_us"])
-    for name in ("hsma", "torch"):
-        row[f"{name}_gflops"] = bu.gflops(row["flops"], row[f"{name}_us"])
-        row[f"{name}_graph_gflops"] = bu.gflops(row["flops"], row[f"{name}_graph_us"])
-    row.setdefault("note", "")
-    return row
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def _cleanup(device):
@@ -325,117 +352,837 @@ def _cleanup(device):
         torch.cuda.empty_cache()
 
 
+def base_row(case: Case, dtype, names=("hsma", "torch")) -> dict:
+    nan = math.nan
+    row = dict(
+        suite=case.suite, case=case.case, shape=case.shape, dtype=bu.dtype_name(dtype), batch=case.batch_count,
+        m=case.m, n=case.n, left=case.left, upper=case.upper, trans=case.trans, unit=case.unit,
+        flops=bu.trsm_flops(case.m, case.n, batch=case.batch_count, left=case.left, is_complex=dtype.is_complex),
+        status="", note="",
+    )
+    for p in names:
+        row.update({f"{p}_us": nan, f"{p}_min_us": nan, f"{p}_reps": 0, f"{p}_graph_us": nan,
+                    f"{p}_graph_calls": 0, f"{p}_rel_err": nan})
+    return row
+
+
+def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH), extra=None) -> dict:
+    """Checks and times each contender on one (case, dtype); never raises for their failures.
+
+    Order: a first call of each (its result checked against the float64 reference), isolated
+    event-timed calls of each, then CUDA graph replays of each (when every eager time is below
+    ``cfg.graph_max_us``), then ``extra(A, B, row)`` (suite-specific measurements). Columns
+    ``<name>_us``, ``_min_us``, ``_reps``, ``_graph_us``, ``_graph_calls``, ``_rel_err``.
+    """
+    names = [c.name for c in contenders]
+    row = base_row(case, dtype, names)
+    notes, failed = [], set()
+    is_cuda = device.type == "cuda"
+    try:
+        A, B = make_inputs(case, dtype, device)
+    except Exception as e:  # noqa: BLE001
+        row.update(status="error", note="inputs: " + _short(e))
+        return row
+    fns = {c.name: c.make(case, A, B) for c in contenders}
+
+    # first calls and correctness
+    X, first_s = {}, {}
+    for c in contenders:
+        try:
+            with bu.env_override(c.env), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _sync(device)
+                t0 = time.perf_counter()
+                X[c.name] = fns[c.name]()
+                _sync(device)
+                first_s[c.name] = time.perf_counter() - t0
+            for w in caught:
+                msg = str(w.message)
+                if "hsma" in msg.lower():
+                    notes.append(f"{c.name} warned: " + " ".join(msg.split())[:200])
+        except Exception as e:  # noqa: BLE001
+            failed.add(c.name)
+            notes.append(f"{c.name}: " + _short(e))
+    if X:
+        try:
+            ref, select = bu.reference_subset(A, B, left=case.left, upper=case.upper, trans=case.trans,
+                                              unit=case.unit)
+            for name, x in X.items():
+                row[f"{name}_rel_err"] = bu.rel_error(select(x), ref)
+            del ref
+        except Exception as e:  # noqa: BLE001 - e.g. out of memory: the case is unchecked, not inaccurate
+            failed.add("reference")
+            notes.append("reference: " + _short(e))
+    X.clear()
+    if failed:
+        _cleanup(device)
+
+    # isolated eager calls
+    for c in contenders:
+        if c.name in failed:
+            continue
+        warm = first_s.get(c.name, 0.0) >= cfg.warm_after_s
+        try:
+            with bu.env_override(c.env):
+                if is_cuda:
+                    t = bu.time_cuda_events(fns[c.name], warmup=cfg.warmup, target_s=cfg.target_s,
+                                            min_reps=cfg.min_reps, max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+                else:
+                    t = bu.time_cpu(fns[c.name], warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
+                                    max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+            row[f"{c.name}_us"], row[f"{c.name}_min_us"], row[f"{c.name}_reps"] = t.median_us, t.min_us, t.reps
+        except Exception as e:  # noqa: BLE001
+            failed.add(c.name)
+            notes.append(f"{c.name} timing: " + _short(e))
+    if failed:
+        _cleanup(device)
+
+    # CUDA graph replays (GPU time only)
+    if is_cuda and cfg.graph:
+        eager = [row[f"{n}_us"] for n in names if n not in failed]
+        if eager and max(eager) <= cfg.graph_max_us:
+            for c in contenders:
+                if c.name in failed:
+                    continue
+                try:
+                    with bu.env_override(c.env):
+                        t = bu.time_cuda_graph(fns[c.name], est_us=row[f"{c.name}_us"], warmup=cfg.warmup,
+                                               target_replay_s=cfg.graph_replay_s, max_calls=cfg.graph_max_calls,
+                                               target_s=cfg.graph_target_s, min_reps=cfg.graph_min_reps,
+                                               max_reps=cfg.graph_max_reps)
+                    row[f"{c.name}_graph_us"], row[f"{c.name}_graph_calls"] = t.median_us, t.calls_per_sample
+                except Exception as e:  # noqa: BLE001
+                    failed.add(f"graph-{c.name}")
+                    notes.append(f"graph({c.name}): " + _short(e, root=True))
+
+    if extra is not None:
+        try:
+            extra(A, B, row)
+        except Exception as e:  # noqa: BLE001
+            failed.add("extra")
+            notes.append(_short(e))
+    del A, B, fns
+    if failed:
+        _cleanup(device)
+
+    tol = _TOL.get(dtype, 1e-3)
+    bad = [c.name for c in contenders if c.checked and c.name not in failed and "reference" not in failed
+           and not (row[f"{c.name}_rel_err"] <= tol)]  # NaN counts as inaccurate
+    if any(c.checked and c.name in failed for c in contenders):
+        status = "error"
+    elif bad:
+        status = "inaccurate"
+        notes += [f"{n} rel_err {row[f'{n}_rel_err']:.2e} > tol {tol:.0e}" for n in bad]
+    elif failed:
+        status = "partial"
+    else:
+        status = "ok"
+    row.update(status=status, note="; ".join(notes))
+    return row
+
+
+def solve_rates(row: dict, names=("hsma", "torch"), unit: str = "gflops") -> dict:
+    """Adds speedup (torch / hsma), graph_speedup and the rates (GFLOP/s or TFLOP/s) of each."""
+    row["speedup"] = ratio(row.get("torch_us"), row.get("hsma_us"))
+    row["graph_speedup"] = ratio(row.get("torch_graph_us"), row.get("hsma_graph_us"))
+    rate = bu.gflops if unit == "gflops" else bu.tflops
+    for p in names:
+        row[f"{p}_{unit}"] = rate(row["flops"], row.get(f"{p}_us", math.nan))
+        row[f"{p}_graph_{unit}"] = rate(row["flops"], row.get(f"{p}_graph_us", math.nan))
+    return row
+
+
 # ----------------------------------------------------------------------------------------------
-# Output
+# Suite machinery
 
 
-def _us(x) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    return f"{x:.2f}" if x < 10 else (f"{x:.1f}" if x < 1000 else f"{x:.0f}")
+@dataclass
+class Ctx:
+    """What every suite needs: device, plan and timing of the mode, options, environment."""
+
+    device: torch.device
+    mode: str  # gpu, gpu-quick, cpu, cpu-quick
+    dtypes: list
+    args: types.SimpleNamespace
+    env: dict
+    budget_scale: float = 1.0
+    deadline: float = 0.0  # perf_counter time after which everything is skipped (0: none)
+    lost_context: Optional[str] = None
+    plan: dict = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C / SIGTERM: the current suite keeps its finished rows, no more suites
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def timing(self, suite: str) -> TimingCfg:
+        base = TIMING["gpu" if self.is_cuda else "cpu"][suite]
+        cfg = TimingCfg(**vars(base))
+        cfg.graph = cfg.graph and self.args.graph
+        for k in ("target_s", "min_reps", "max_reps"):
+            v = getattr(self.args, k, None)
+            if v is not None:
+                setattr(cfg, k, v)
+        return cfg
+
+    def budget(self, suite: str) -> float:
+        return BUDGETS["gpu" if self.is_cuda else "cpu"][suite] * self.budget_scale
 
 
-def _gf(x) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    return f"{x:.2f}" if x < 10 else (f"{x:.1f}" if x < 1000 else f"{x:.0f}")
+@dataclass
+class SuiteResult:
+    rows: list
+    columns: list
+    table: Table
+    title: str
+    method: str
+    targets: list = field(default_factory=list)  # Target specs
+    extra_md: list = field(default_factory=list)
+    extra_header: dict = field(default_factory=dict)
 
 
-def _sp(x) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+def run_jobs(ctx: Ctx, suite: str, jobs, table: Table, run_one, skipped_row) -> list:
+    """Runs ``run_one(job) -> row`` for each job with the suite's time budget and the sticky-
+    error guard, printing each row as it finishes; a job past the budget gets ``skipped_row``."""
+    rows = []
+    t0 = time.perf_counter()
+    budget = ctx.budget(suite)
+    bu.log(table.header())
+    bar = bu.progress(jobs, total=len(jobs), desc=suite, disable=ctx.args.no_progress)
+    try:
+        for job in bar:
+            now = time.perf_counter()
+            if ctx.lost_context:
+                row = dict(skipped_row(job), status="skipped", note=f"CUDA context lost earlier ({ctx.lost_context})")
+            elif budget > 0 and now - t0 > budget:
+                row = dict(skipped_row(job), status="skipped",
+                           note=f"suite time budget of {budget:g} s used up (--budget-scale 0: no limit)")
+            elif ctx.deadline and now > ctx.deadline:
+                row = dict(skipped_row(job), status="skipped", note="--time-budget used up")
+            else:
+                try:
+                    row = run_one(job)
+                except Exception as e:  # noqa: BLE001 - keep going whatever happens
+                    row = dict(skipped_row(job), status="error", note=_short(e))
+                if row.get("status") == "error":
+                    _cleanup(ctx.device)
+                if ctx.is_cuda and row.get("status") != "ok" and _STICKY.search(row.get("note", "")):
+                    ctx.lost_context = f"{suite} {row.get('shape', '')} {row.get('dtype', '')}"
+            rows.append(row)
+            bu.log(table.row(row))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: keeping the {len(rows)} finished case(s) of {suite}", file=sys.stderr)
+        ctx.interrupted = True
+    finally:
+        if hasattr(bar, "close"):
+            bar.close()
+    return rows
 
 
-def _err(x) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1e}"
+def _dt_jobs(cases, dtypes):
+    """(case, dtype) pairs, dtype-major; the digits problem is real only, and op = A^H only for complex
+    dtypes (for real ones it is op = A^T)."""
+    return [(c, dt) for dt in dtypes for c in cases
+            if not (c.digits and dt.is_complex) and not (c.trans == "C" and not dt.is_complex)]
 
 
-_TABLE = [  # (title, width, formatter)
-    ("case", 16, lambda r: r["case"]),
-    ("shape", 24, lambda r: r["shape"]),
-    ("dtype", 10, lambda r: r["dtype"]),
-    ("hsma us", 9, lambda r: _us(r["hsma_us"])),
-    ("torch us", 9, lambda r: _us(r["torch_us"])),
-    ("speedup", 8, lambda r: _sp(r["speedup"])),
-    ("hsma GF/s", 9, lambda r: _gf(r["hsma_gflops"])),
-    ("torch GF/s", 10, lambda r: _gf(r["torch_gflops"])),
-    ("hsma gr.us", 10, lambda r: _us(r["hsma_graph_us"])),
-    ("torch gr.us", 11, lambda r: _us(r["torch_graph_us"])),
-    ("gr.spd", 7, lambda r: _sp(r["graph_speedup"])),
-    ("rel err", 8, lambda r: _err(r["rel_err"])),
-    ("status", 0, lambda r: r["status"] + (f" ({r['note'][:100]})" if r.get("note") else "")),
-]
+# Column groups of the solve suites' CSVs
+_BASE = ["suite", "case", "shape", "dtype", "batch", "m", "n", "left", "upper", "trans", "unit", "flops"]
 
 
-def table_header() -> str:
-    h = " ".join(t.ljust(w) if i < 3 else t.rjust(w) for i, (t, w, _) in enumerate(_TABLE[:-1]))
-    h += "  " + _TABLE[-1][0]
-    return h + "\n" + "-" * len(h)
+def _timing_cols(names=("hsma", "torch")):
+    """<a>_us, <b>_us, speedup, <a>_graph_us, <b>_graph_us, graph_speedup, then min / reps / calls."""
+    cols = [f"{p}_us" for p in names] + ["speedup"] + [f"{p}_graph_us" for p in names] + ["graph_speedup"]
+    for suffix in ("min_us", "reps", "graph_calls"):
+        cols += [f"{p}_{suffix}" for p in names]
+    return cols
 
 
-def table_row(r: dict) -> str:
-    cells = []
-    for i, (_, w, f) in enumerate(_TABLE[:-1]):
-        s = f(r)
-        cells.append(s.ljust(w) if i < 3 else s.rjust(w))
-    return " ".join(cells) + "  " + _TABLE[-1][2](r)
+def _tail(names=("hsma", "torch")):
+    return [f"{p}_rel_err" for p in names] + ["status", "note"]
 
 
-def _csv_value(v):
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        return f"{v:.6g}"
-    return v
+_C_CASE = Col("case", 16, lambda r: r["case"], left=True)
+_C_DTYPE = Col("dtype", 10, lambda r: r["dtype"], left=True)
+_C_STATUS = Col("status", 0, rp.status_text, left=True)
 
 
-def write_csv(path: str, rows: list, env: dict) -> None:
-    with open(path, "w", newline="") as f:
-        gpu = env["gpu"] if env["gpu"] != "none" else f"none (CPU path: {env['cpu']}, {env['threads']} threads)"
-        cuda = env["cuda"] if env["hip"] == "none" else f"{env['cuda']} (hip {env['hip']})"
-        f.write(f"# gpu: {gpu}\n# torch: {env['torch']}\n# cuda: {cuda}\n# date: {env['date']}\n")
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: _csv_value(r.get(k, "")) for k in COLUMNS})
+def _shape_col(w):
+    return Col("shape", w, lambda r: r["shape"], left=True)
 
 
-def write_markdown(path: str, rows: list, env: dict, method: str) -> None:
-    dev = env["gpu"] if env["gpu"] != "none" else f"CPU ({env['cpu']}, {env['threads']} threads)"
-    cuda = f"CUDA {env['cuda']}" if env["hip"] == "none" else f"HIP {env['hip']}"
-    lines = [
-        f"### hsma_trsm vs torch.linalg.solve_triangular: {dev}, torch {env['torch']}, {cuda}, {env['date']}",
-        "",
-        method,
-        "",
-        "| case | shape | dtype | hsma (µs) | torch (µs) | speedup | hsma GFLOP/s | torch GFLOP/s "
-        "| hsma graph (µs) | torch graph (µs) | graph speedup | rel. err | status |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+# ----------------------------------------------------------------------------------------------
+# Suite: small (issue 3)
+
+
+def small_cases(plan: dict, dtypes, seed: int = 0) -> list:
+    jobs = []
+    cases = [Case("small", "single", m, n, seed=seed + 131 * m + n) for m in plan["small_m"] for n in plan["small_n"]]
+    s = plan["spot"]
+    spots = [
+        Case("small", "upper", s, s, upper=True, seed=seed + 1),
+        Case("small", "right", s, s, left=False, seed=seed + 2),
+        Case("small", "trans-T", s, s, trans="T", seed=seed + 3),
+        Case("small", "trans-C", s, s, trans="C", seed=seed + 4),
+        Case("small", "unit", s, s, unit=True, seed=seed + 5),
     ]
-    for r in rows:
-        status = r["status"]
-        if r.get("note") and status != "ok":
-            status += ": " + r["note"].replace("|", "\\|")[:120]
-        lines.append(
-            f"| {r['case']} | {r['shape']} | {r['dtype']} | {_us(r['hsma_us'])} | {_us(r['torch_us'])} "
-            f"| {_sp(r['speedup'])} | {_gf(r['hsma_gflops'])} | {_gf(r['torch_gflops'])} "
-            f"| {_us(r['hsma_graph_us'])} | {_us(r['torch_graph_us'])} | {_sp(r['graph_speedup'])} "
-            f"| {_err(r['rel_err'])} | {status} |"
-        )
-    lines.append("")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    for dt in dtypes:
+        jobs += _dt_jobs(cases + spots, [dt])
+    if torch.complex128 in dtypes:
+        for kern in ("pipeline", "columns", "segments"):
+            jobs.append((Case("small", "kernel-ablation", s, s, small_kernel=kern, seed=seed + 7), torch.complex128))
+    return jobs
 
 
-def geomean(xs):
-    xs = [x for x in xs if x is not None and math.isfinite(x) and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+def _small_hsma_env(kernel: str) -> Contender:
+    return Contender("hsma", hsma_call, env={"HSMA_TRSM_SMALL_KERNEL": kernel})
 
+
+def suite_small(ctx: Ctx) -> SuiteResult:
+    cfg = ctx.timing("small")
+    jobs = small_cases(ctx.plan, ctx.dtypes, ctx.args.seed)
+    table = Table([
+        _C_CASE, _shape_col(22), _C_DTYPE,
+        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
+        Col("speedup", 8, lambda r: f_x(r["speedup"])),
+        Col("hsma gr.us", 10, lambda r: f_us(r["hsma_graph_us"])),
+        Col("torch gr.us", 11, lambda r: f_us(r["torch_graph_us"])),
+        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        Col("hsma GF/s", 9, lambda r: f_rate(r["hsma_gflops"])),
+        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
+        _C_STATUS,
+    ])
+
+    def run_one(job):
+        case, dt = job
+        contenders = (_small_hsma_env(case.small_kernel), TORCH) if case.small_kernel else (HSMA, TORCH)
+        row = run_case(case, dt, ctx.device, cfg, contenders)
+        row["small_kernel"] = case.small_kernel or ""
+        return solve_rates(row)
+
+    def skipped(job):
+        case, dt = job
+        return solve_rates(dict(base_row(case, dt), small_kernel=case.small_kernel or ""))
+
+    rows = run_jobs(ctx, "small", jobs, table, run_one, skipped)
+    # pipeline ablation: each forced kernel's time over the pipeline's (> 1: the pipeline is faster)
+    abl = {r["small_kernel"]: r for r in rows if r["case"] == "kernel-ablation"}
+    auto = [r for r in rows if r["case"] == "single" and r["m"] == r["n"] == ctx.plan["spot"]
+            and r["dtype"] == "complex128"]
+    if abl and auto:  # the launcher's own choice (HSMA_TRSM_SMALL_KERNEL unset) is the single-solve row
+        abl["auto (unset)"] = auto[0]
+    pipe = abl.get("pipeline")
+    for r in abl.values():
+        r["vs_pipeline"] = ratio(r["hsma_us"], pipe["hsma_us"]) if pipe else math.nan
+        r["vs_pipeline_graph"] = ratio(r["hsma_graph_us"], pipe["hsma_graph_us"]) if pipe else math.nan
+    extra_md = []
+    if abl:
+        extra_md = ["Small-kernel ablation (m = n = 64, complex128; HSMA_TRSM_SMALL_KERNEL forces a kernel; "
+                    "ratio = that kernel's time / the pipeline's, > 1 means the pipeline is faster):", ""]
+        extra_md += [f"- {k}: eager {f_us(r['hsma_us'])} us ({f_x(r['vs_pipeline'])}), graph "
+                     f"{f_us(r['hsma_graph_us'])} us ({f_x(r['vs_pipeline_graph'])}); {rp.status_text(r)}"
+                     for k, r in abl.items()]
+        for line in extra_md[2:]:
+            bu.log("  " + line[2:])
+    is64 = lambda r: r["case"] == "single" and r["m"] == 64 and r["n"] == 64  # noqa: E731
+    targets = [
+        Target("m=n=64 single solve >= 3x torch (eager)", is64, [("eager", "speedup")], ">=", 3.0),
+        Target("m=n=64 GPU-only (graph) time <= 5 us", is64, [("graph", "hsma_graph_us")], "<=", 5.0,
+               fmt=lambda v: f_us(v) + " us"),
+        Target("no case slower than torch (eager and graph)", lambda r: r["case"] != "kernel-ablation",
+               [("eager", "speedup"), ("graph", "graph_speedup")], ">=", 1.0, aggregate=True),
+    ]
+    cols = (_BASE + _timing_cols() + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops",
+                                      "torch_graph_gflops", "small_kernel", "vs_pipeline", "vs_pipeline_graph"] + _tail())
+    method = ("Single solves (no batch), left lower non-unit unless the case says otherwise; trans cases call "
+              "hsma_trsm.trsm(trans=...) and torch on A.mT / A.mH. GFLOP/s from m²n flops (mn² right; x4 complex).")
+    return SuiteResult(rows, cols, table, "small: single solves, m <= 64 (issue 3)", method, targets, extra_md)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite: batched (issue 4)
+
+
+def batched_cases(plan: dict, seed: int = 0) -> list:
+    out = []
+    for i, (label, b, m, n, unit, bcast) in enumerate(plan["batched"]):
+        out.append(Case("batched", label, m, n, batch=(b,), a_batch=() if bcast else None, unit=unit,
+                        seed=seed + 17 * i + m))
+    return out
+
+
+def suite_batched(ctx: Ctx) -> SuiteResult:
+    cfg = ctx.timing("batched")
+    copy_gbs, copy_t, copy_bytes = math.nan, None, 0
+    try:
+        copy_gbs, copy_t, copy_bytes = bu.copy_bandwidth(ctx.device)
+        bu.log(f"copy bandwidth: {f_rate(copy_gbs)} GB/s (copy_ of {copy_bytes / 2**20:.0f} MiB, "
+               f"median {f_us(copy_t.median_us)} us over {copy_t.reps}, 2x the bytes counted)")
+    except Exception as e:  # noqa: BLE001
+        bu.log(f"copy bandwidth: not measured ({_short(e)})")
+    _cleanup(ctx.device)
+    jobs = _dt_jobs(batched_cases(ctx.plan, ctx.args.seed), ctx.dtypes)
+    table = Table([
+        _C_CASE, _shape_col(24), _C_DTYPE,
+        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
+        Col("speedup", 8, lambda r: f_x(r["speedup"])),
+        Col("hsma gr.us", 10, lambda r: f_us(r["hsma_graph_us"])),
+        Col("torch gr.us", 11, lambda r: f_us(r["torch_graph_us"])),
+        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        Col("hsma GF/s", 9, lambda r: f_rate(r["hsma_graph_gflops"] if _finite(r["hsma_graph_gflops"])
+                                             else r["hsma_gflops"])),
+        Col("GB/s", 7, lambda r: f_rate(r["hsma_gbs"])), Col("%copy", 6, lambda r: f_frac_pct(r["hsma_bw_frac"])),
+        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
+        _C_STATUS,
+    ])
+
+    def add_bw(row, case, dt):
+        row["bytes"] = bu.trsm_bytes(case.m, case.n, itemsize=dt.itemsize, batch=case.batch_count,
+                                     a_batch=case.a_count, left=case.left, unit=case.unit)
+        row["copy_gbs"] = copy_gbs
+        basis = "graph" if _finite(row.get("hsma_graph_us")) else "eager"
+        row["bw_basis"] = basis
+        for p in ("hsma", "torch"):
+            us = row.get(f"{p}_graph_us") if basis == "graph" else row.get(f"{p}_us")
+            if basis == "graph" and not _finite(us):
+                us = math.nan
+            row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], us)
+            row[f"{p}_bw_frac"] = ratio(row[f"{p}_gbs"], copy_gbs)
+        return row
+
+    def run_one(job):
+        case, dt = job
+        return add_bw(solve_rates(run_case(case, dt, ctx.device, cfg)), case, dt)
+
+    def skipped(job):
+        case, dt = job
+        return add_bw(solve_rates(base_row(case, dt)), case, dt)
+
+    rows = run_jobs(ctx, "batched", jobs, table, run_one, skipped)
+    sq = lambda r: r["case"] == "batched" and r["m"] in (32, 64) and r["n"] == r["m"]  # noqa: E731
+    spd = [("eager", "speedup"), ("graph", "graph_speedup")]
+    targets = [
+        Target("32x32 / 64x64 batches >= 60% of copy bandwidth", sq, [("", "hsma_bw_frac")], ">=", 0.6,
+               fmt=f_frac_pct),
+        Target("32x32 / 64x64 batches >= 4x torch", sq, spd, ">=", 4.0),
+        Target("linear attention >= 4x torch (float32)",
+               lambda r: r["case"] == "linear-attention" and r["dtype"] == "float32", spd, ">=", 4.0),
+        Target("batch of 256x256 >= 1.5x torch", lambda r: r["case"] == "batched" and r["m"] == 256, spd, ">=", 1.5),
+        Target("none slower than torch (eager and graph)", lambda r: True, spd, ">=", 1.0, aggregate=True),
+    ]
+    cols = (_BASE + _timing_cols() + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops",
+                                      "torch_graph_gflops", "bytes", "bw_basis", "hsma_gbs", "torch_gbs", "copy_gbs",
+                                      "hsma_bw_frac", "torch_bw_frac"] + _tail())
+    l2 = ctx.env.get("l2_cache_mib")
+    method = ("Batches (batch = b), left lower; linear-attention: unit lower, n = 2m; broadcast-A: one A for the "
+              "whole batch of B. bytes = A's triangle read once per distinct matrix + B read once + X written once; "
+              "GB/s from the GPU-only (graph) time where measured (bw_basis), % of the copy bandwidth measured in "
+              "this run" + (f"; working sets below the {l2:g} MiB L2 cache can exceed 100%" if l2 else "") + ".")
+    extra_md = [f"Copy bandwidth: **{f_rate(copy_gbs)} GB/s** (`dst.copy_(src)` of {copy_bytes / 2**20:.0f} MiB, "
+                f"2 x bytes / median time" + (f" {f_us(copy_t.median_us)} us" if copy_t else "") + ")."]
+    return SuiteResult(rows, cols, table, "batched: batches of small systems (issue 4)", method, targets, extra_md,
+                       extra_header={"copy_gbs": f"{copy_gbs:.1f}" if _finite(copy_gbs) else "nan"})
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite: large (issue 5)
+
+
+def large_cases(plan: dict, seed: int = 0) -> list:
+    out = [Case("large", "square", m, m, seed=seed + 7 * m) for m in plan["large"]]
+    s = plan["large_spot"]
+    out += [
+        Case("large", "right", s, s, left=False, seed=seed + 1),
+        Case("large", "upper", s, s, upper=True, seed=seed + 2),
+        Case("large", "trans-T", s, s, trans="T", seed=seed + 3),
+        Case("large", "trans-C", s, s, trans="C", seed=seed + 4),
+    ]
+    if plan.get("digits"):
+        out.append(Case("large", "kernel-digits", 1797, 10, digits=True))
+    return out
+
+
+def blocking_choice(dtype, k: int, env: Optional[dict] = None, gpu: Optional[str] = None,
+                    capability: Optional[str] = None, table: str = "") -> tuple:
+    """(NB, variant, source) that torch.ops.hsma._lookup_blocking reports for a k x k solve on
+    the current CUDA device (or the given gpu name / capability), under ``env`` (e.g.
+    HSMA_TRSM_NB). The C++ may still narrow it: orders <= 256 use NB <= 64, narrow right-hand
+    sides (<= 64 columns in all) a wider NB (csrc/cuda_dispatch.cpp)."""
+    import hsma_trsm  # noqa: F401 - registers torch.ops.hsma
+
+    if gpu is None or capability is None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        gpu, capability = props.name, f"{props.major}.{props.minor}"
+    with bu.env_override(env):
+        nb, variant, source = torch.ops.hsma._lookup_blocking(table, gpu, capability, dtype, int(k))
+    return int(nb), str(variant), str(source)
+
+
+def _source_short(source: str) -> str:
+    """'table /path/nvidia-h200-sm90.csv (size 4096)' -> 'table nvidia-h200-sm90.csv (size 4096)'."""
+    return re.sub(r"table \S*/", "table ", source)
+
+
+def suite_large(ctx: Ctx) -> SuiteResult:
+    cfg = ctx.timing("large")
+    jobs = _dt_jobs(large_cases(ctx.plan, ctx.args.seed), ctx.dtypes)
+    gemm_cache = {}
+    table = Table([
+        _C_CASE, _shape_col(24), _C_DTYPE,
+        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
+        Col("speedup", 8, lambda r: f_x(r["speedup"])),
+        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        Col("hsma TF/s", 9, lambda r: f_rate(r["hsma_tflops"])), Col("torch TF/s", 10, lambda r: f_rate(r["torch_tflops"])),
+        Col("GEMM TF/s", 9, lambda r: f_rate(r["gemm_tflops"])), Col("%GEMM", 6, lambda r: f_pct(r["hsma_gemm_pct"])),
+        Col("NB", 9, lambda r: f"{r['nb']} {r['variant'][:3]}" if r.get("nb") else "-"),
+        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
+        _C_STATUS,
+    ])
+
+    def gemm(case, dt):
+        def measure(A, B, row):
+            key = (case.m, case.n, case.k, case.digits, dt)  # square right solves share the left one's GEMM
+            if key not in gemm_cache:
+                fn = (lambda: torch.matmul(A, B)) if case.left else (lambda: torch.matmul(B, A))
+                _sync(ctx.device)
+                t0 = time.perf_counter()
+                fn()
+                _sync(ctx.device)
+                warm = time.perf_counter() - t0 >= cfg.warm_after_s
+                if ctx.is_cuda:
+                    t = bu.time_cuda_events(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
+                                            max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+                else:
+                    t = bu.time_cpu(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
+                                    max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+                gemm_cache[key] = (t.median_us, t.reps)
+            row["gemm_us"], row["gemm_reps"] = gemm_cache[key]
+        return measure
+
+    def add(row, case, dt):
+        solve_rates(row, unit="tflops")
+        k = case.k
+        gf = bu.gemm_flops(case.m, k, case.n, is_complex=dt.is_complex)  # A @ B (left) or B @ A (right)
+        row["gemm_flops"] = gf
+        row["gemm_tflops"] = bu.tflops(gf, row.get("gemm_us", math.nan))
+        for p in ("hsma", "torch"):
+            row[f"{p}_gemm_pct"] = 100.0 * ratio(row[f"{p}_tflops"], row["gemm_tflops"])
+        row.setdefault("nb", "")
+        row.setdefault("variant", "")
+        if ctx.is_cuda and not row["nb"]:
+            try:
+                row["nb"], row["variant"], src = blocking_choice(dt, k, env={"HSMA_TRSM_NB": None,
+                                                                             "HSMA_TRSM_VARIANT": None})
+                row["nb_source"] = _source_short(src)
+            except Exception as e:  # noqa: BLE001
+                row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + _short(e)
+        return row
+
+    def run_one(job):
+        case, dt = job
+        row = run_case(case, dt, ctx.device, cfg, extra=gemm(case, dt))
+        row = add(row, case, dt)
+        _cleanup(ctx.device)  # multi-GB tensors: give the memory back between cases
+        return row
+
+    def skipped(job):
+        case, dt = job
+        return add(dict(base_row(case, dt), gemm_us=math.nan), case, dt)
+
+    rows = run_jobs(ctx, "large", jobs, table, run_one, skipped)
+    gemm_cache.clear()
+    _cleanup(ctx.device)
+    spd = [("eager", "speedup"), ("graph", "graph_speedup")]
+    targets = [
+        Target("every size >= torch (eager and graph)", lambda r: r["case"] == "square", spd, ">=", 1.0,
+               aggregate=True),
+        Target("4096 >= 1.5x torch (float32, float64)",
+               lambda r: r["case"] == "square" and r["m"] == 4096 and r["dtype"] in ("float32", "float64"),
+               spd, ">=", 1.5),
+        Target("16384 >= 90% of the GEMM rate", lambda r: r["case"] == "square" and r["m"] == 16384,
+               [("", "hsma_gemm_pct")], ">=", 90.0, fmt=f_pct),
+    ]
+    cols = (_BASE + _timing_cols() + ["hsma_tflops", "torch_tflops", "hsma_graph_tflops",
+                                      "torch_graph_tflops", "gemm_flops", "gemm_us", "gemm_reps", "gemm_tflops",
+                                      "hsma_gemm_pct", "torch_gemm_pct", "nb", "variant", "nb_source"] + _tail())
+    method = ("Square solves (m = n), left lower unless noted; kernel-digits: the Cholesky factor of an RBF kernel "
+              "on sklearn's digits (1797 x 1797) against its one-hot labels (real dtypes). TFLOP/s from m²n flops "
+              "(x4 complex). GEMM: torch.matmul of the same A (m x m) and B (m x n) in the same run, 2m²n flops; "
+              "%GEMM = hsma's TFLOP/s / the GEMM's. Slow calls are timed fewer times (at least one sample after a "
+              f"warm call, about {cfg.max_s:g} s per measurement at most); graph times only where every eager time "
+              f"is below {cfg.graph_max_us / 1000:g} ms. NB / variant: the block-size table's choice "
+              "(torch.ops.hsma._lookup_blocking).")
+    return SuiteResult(rows, cols, table, "large: blocked solves, m = n up to 16384 (issue 5)", method, targets)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite: ablation (issue 5; paper Fig. 11-12, Table 3)
+
+FIXED_NB = 128
+
+
+def suite_ablation(ctx: Ctx) -> SuiteResult:
+    cfg = ctx.timing("ablation")
+    adaptive = Contender("adaptive", hsma_call, env={"HSMA_TRSM_NB": None, "HSMA_TRSM_VARIANT": None})
+    fixed = Contender("fixed", hsma_call, env={"HSMA_TRSM_NB": str(FIXED_NB), "HSMA_TRSM_VARIANT": None})
+    cases = [Case("ablation", "square", m, m, seed=ctx.args.seed + 7 * m) for m in ctx.plan["ablation"]]
+    jobs = _dt_jobs(cases, ctx.dtypes)
+    names = ("adaptive", "fixed")
+    table = Table([
+        _shape_col(16), _C_DTYPE,
+        Col("NB adapt.", 14, lambda r: f"{r['nb_adaptive']} {r['variant_adaptive']}" if r.get("nb_adaptive") else "-"),
+        Col("NB fixed", 14, lambda r: f"{r['nb_fixed']} {r['variant_fixed']}" if r.get("nb_fixed") else "-"),
+        Col("adapt. us", 10, lambda r: f_us(r["adaptive_us"])), Col("fixed us", 10, lambda r: f_us(r["fixed_us"])),
+        Col("speedup", 8, lambda r: f_x(r["speedup"])), Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        Col("adapt TF/s", 10, lambda r: f_rate(r["adaptive_tflops"])),
+        Col("fixed TF/s", 10, lambda r: f_rate(r["fixed_tflops"])),
+        Col("rel err", 8, lambda r: f_err(max(r["adaptive_rel_err"], r["fixed_rel_err"]))
+            if _finite(r["adaptive_rel_err"]) and _finite(r["fixed_rel_err"]) else "-"),
+        _C_STATUS,
+    ])
+
+    def add(row, case, dt):
+        row["speedup"] = ratio(row.get("fixed_us"), row.get("adaptive_us"))
+        row["graph_speedup"] = ratio(row.get("fixed_graph_us"), row.get("adaptive_graph_us"))
+        for p in names:
+            row[f"{p}_tflops"] = bu.tflops(row["flops"], row.get(f"{p}_us", math.nan))
+        for key in ("nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"):
+            row.setdefault(key, "")
+        if ctx.is_cuda and not row["nb_adaptive"]:
+            try:
+                row["nb_adaptive"], row["variant_adaptive"], src = blocking_choice(dt, case.k, env=adaptive.env)
+                row["nb_source"] = _source_short(src)
+                row["nb_fixed"], row["variant_fixed"], _ = blocking_choice(dt, case.k, env=fixed.env)
+            except Exception as e:  # noqa: BLE001
+                row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + _short(e)
+        return row
+
+    def run_one(job):
+        case, dt = job
+        row = add(run_case(case, dt, ctx.device, cfg, contenders=(adaptive, fixed)), case, dt)
+        _cleanup(ctx.device)
+        return row
+
+    def skipped(job):
+        case, dt = job
+        return add(base_row(case, dt, names), case, dt)
+
+    rows = run_jobs(ctx, "ablation", jobs, table, run_one, skipped)
+    for dt in ctx.dtypes:
+        sel = [r for r in rows if r["dtype"] == bu.dtype_name(dt)]
+        if sel:
+            bu.log(f"  geomean adaptive/fixed speedup {bu.dtype_name(dt):<10} {f_x(rp.geomean(r['speedup'] for r in sel))}"
+                   f" over {len(sel)} sizes")
+    cols = (_BASE + ["nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"] + _timing_cols(names)
+            + ["adaptive_tflops", "fixed_tflops"] + _tail(names))
+    extra = "" if ctx.is_cuda else " CPU path: LAPACK, no blocking, so NB has no effect and is not looked up."
+    method = (f"hsma alone, square left-lower solves: the block-size table's NB (adaptive; HSMA_TRSM_NB unset) "
+              f"against HSMA_TRSM_NB={FIXED_NB} (fixed), HSMA_TRSM_VARIANT unset for both (the table's variant). "
+              "speedup = fixed time / adaptive time (> 1: the adaptive choice is faster). Timing as in large." + extra)
+    return SuiteResult(rows, cols, table, f"ablation: adaptive NB vs fixed NB = {FIXED_NB} (issue 5)", method)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite: split (issue 5; paper Table 3)
+
+_SPLIT_CATS = bu.KERNEL_CATEGORIES  # inverse, small, gemm, other
+
+
+def suite_split(ctx: Ctx) -> SuiteResult:
+    cfg = ctx.timing("split")
+    cases = [Case("split", "square", m, m, seed=ctx.args.seed + 7 * m) for m in ctx.plan["split"]]
+    jobs = _dt_jobs(cases, ctx.dtypes)
+    table = Table([
+        _shape_col(16), _C_DTYPE,
+        Col("call us", 9, lambda r: f_us(r["call_us"])), Col("kernel us", 9, lambda r: f_us(r["kernel_us"])),
+        Col("inverse", 16, lambda r: f"{f_pct(r['inverse_pct'], 1)} {f_us(r['inverse_us'])}"),
+        Col("gemm", 16, lambda r: f"{f_pct(r['gemm_pct'], 1)} {f_us(r['gemm_us'])}"),
+        Col("small", 16, lambda r: f"{f_pct(r['small_pct'], 1)} {f_us(r['small_us'])}"),
+        Col("other", 16, lambda r: f"{f_pct(r['other_pct'], 1)} {f_us(r['other_us'])}"),
+        Col("kern/call", 9, lambda r: f"{r['kernels']:.0f}" if _finite(r["kernels"]) else "-"),
+        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
+        _C_STATUS,
+    ])
+
+    def blank(case, dt):
+        row = dict(base_row(case, dt, ("hsma",)), call_us=math.nan, kernel_us=math.nan, kernels=math.nan,
+                   gap_us=math.nan, profiled_calls=0, top_other="", nb="", variant="", activity="")
+        for c in _SPLIT_CATS:
+            row[f"{c}_us"] = row[f"{c}_pct"] = math.nan
+        return row
+
+    def run_one(job):
+        case, dt = job
+        row = blank(case, dt)
+        notes = []
+        A, B = make_inputs(case, dt, ctx.device)
+        fn = hsma_call(case, A, B)
+        try:
+            _sync(ctx.device)
+            t0 = time.perf_counter()
+            X = fn()
+            _sync(ctx.device)
+            first = time.perf_counter() - t0
+            ref, select = bu.reference_subset(A, B)
+            row["hsma_rel_err"] = bu.rel_error(select(X), ref)
+            del X, ref
+            warm = first >= cfg.warm_after_s
+            if ctx.is_cuda:
+                t = bu.time_cuda_events(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
+                                        max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+            else:
+                t = bu.time_cpu(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
+                                max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+            row["call_us"], row["hsma_us"], row["hsma_reps"] = t.median_us, t.median_us, t.reps
+            calls = 1 if t.median_us > 20000 else 5
+            kernels = bu.profile_kernels(fn, ctx.device, calls=calls)
+            row.update(bu.split_kernel_times(kernels, calls=calls))
+            row["profiled_calls"] = calls
+            row["activity"] = "cuda kernels" if ctx.is_cuda else "cpu ops (self time)"
+            row["gap_us"] = row["call_us"] - row["kernel_us"]
+            if ctx.is_cuda:
+                row["nb"], row["variant"], _ = blocking_choice(dt, case.k, env={"HSMA_TRSM_NB": None,
+                                                                               "HSMA_TRSM_VARIANT": None})
+            if not kernels:
+                notes.append("the profiler recorded no device activity")
+            tol = _TOL.get(dt, 1e-3)
+            if not (row["hsma_rel_err"] <= tol):
+                notes.append(f"rel_err {row['hsma_rel_err']:.2e} > tol {tol:.0e}")
+                row["status"] = "inaccurate"
+            else:
+                row["status"] = "ok" if kernels else "partial"
+        except Exception as e:  # noqa: BLE001
+            row["status"] = "error"
+            notes.append(_short(e))
+        row["note"] = "; ".join(notes)
+        del A, B, fn
+        _cleanup(ctx.device)
+        return row
+
+    def skipped(job):
+        return blank(*job)
+
+    rows = run_jobs(ctx, "split", jobs, table, run_one, skipped)
+    cols = (["suite", "case", "shape", "dtype", "m", "n", "flops", "call_us", "hsma_reps", "profiled_calls", "activity",
+             "kernel_us", "kernels"] + [f"{c}_us" for c in _SPLIT_CATS] + [f"{c}_pct" for c in _SPLIT_CATS]
+            + ["gap_us", "nb", "variant", "top_other", "hsma_rel_err", "status", "note"])
+    if ctx.is_cuda:
+        method = ("hsma alone, square left-lower solves. torch.profiler (CPU + CUDA activities) over 5 calls (1 above "
+                  "20 ms), each synchronized; kernel (and memcpy/memset) times summed by name per call: inverse = "
+                  "'diag_inverse', small = 'small_solve' / 'small_pipeline', gemm = cuBLAS/CUTLASS names (gemm, gemv, "
+                  "cutlass, xmma, nvjet, splitKreduce), other = the rest (top_other names them). Percentages are of the "
+                  "summed kernel time; call us = median isolated event-timed call outside the profiler; gap = call - "
+                  "kernel time (launch gaps, host work).")
+    else:
+        method = ("CPU path: no kernels; the profiler's CPU ops are summed by self time with the same name rules "
+                  "(so nearly everything is 'other': LAPACK runs inside aten::linalg_solve_triangular).")
+    return SuiteResult(rows, cols, table, "split: where the time goes (issue 5)", method)
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite: overhead
+
+
+def overhead_apis():
+    """(label, factory(A, B) -> callable) for the host-overhead suite; bound once, called many times."""
+    import hsma_trsm
+
+    pkt = torch.ops.hsma.trsm
+    ovl = torch.ops.hsma.trsm.default
+    st = hsma_trsm.solve_triangular
+    tst = torch.linalg.solve_triangular
+    return [  # the floor and torch first, so each later row can be compared as it is printed
+        ("torch.add (floor)", lambda A, B: (lambda: torch.add(B, B))),
+        ("torch.linalg.solve_triangular", lambda A, B: (lambda: tst(A, B, upper=False))),
+        ("hsma_trsm.solve_triangular", lambda A, B: (lambda: st(A, B, upper=False))),
+        ("torch.ops.hsma.trsm", lambda A, B: (lambda: pkt(A, B))),
+        ("torch.ops.hsma.trsm.default", lambda A, B: (lambda: ovl(A, B))),
+    ]
+
+
+def suite_overhead(ctx: Ctx) -> SuiteResult:
+    dt = torch.float32
+    plan = ctx.plan
+    calls, repeats = plan["overhead_calls"], plan["overhead_repeats"]
+    jobs = [(m, n, label, make) for m, n in plan["overhead"] for label, make in overhead_apis()]
+    table = Table([
+        Col("shape", 12, lambda r: r["shape"], left=True), Col("api", 30, lambda r: r["api"], left=True),
+        Col("host us", 8, lambda r: f_us(r["host_us"])), Col("min us", 8, lambda r: f_us(r["host_min_us"])),
+        Col("wall us", 8, lambda r: f_us(r["wall_us"])), Col("-floor", 7, lambda r: f_us(r["over_floor_us"])),
+        Col("/torch", 7, lambda r: f_x(r["vs_torch"])),
+        Col("rel err", 8, lambda r: f_err(r["rel_err"])),
+        _C_STATUS,
+    ])
+    inputs, floor, ref_torch = {}, {}, {}
+
+    def blank(job):
+        m, n, label, _ = job
+        return dict(suite="overhead", case="single", shape=f"m={m} n={n}", dtype=bu.dtype_name(dt), m=m, n=n,
+                    api=label, calls=calls, repeats=repeats, host_us=math.nan, host_min_us=math.nan,
+                    wall_us=math.nan, over_floor_us=math.nan, vs_torch=math.nan, rel_err=math.nan, status="", note="")
+
+    def run_one(job):
+        m, n, label, make = job
+        row = blank(job)
+        if (m, n) not in inputs:
+            case = Case("overhead", "single", m, n, seed=ctx.args.seed + m)
+            A, B = make_inputs(case, dt, ctx.device)
+            ref, select = bu.reference_subset(A, B)
+            inputs[(m, n)] = (A, B, ref, select)
+        A, B, ref, select = inputs[(m, n)]
+        fn = make(A, B)
+        is_floor = "floor" in label
+        try:
+            if not is_floor:
+                row["rel_err"] = bu.rel_error(select(fn()), ref)
+            row.update(bu.host_overhead(fn, calls=calls, repeats=repeats,
+                                        sync=(torch.cuda.synchronize if ctx.is_cuda else None)))
+            bad = not is_floor and not (row["rel_err"] <= _TOL[dt])
+            row["status"] = "inaccurate" if bad else "ok"
+        except Exception as e:  # noqa: BLE001
+            row.update(status="error", note=_short(e))
+        if is_floor:
+            floor[(m, n)] = row["host_us"]
+        if label == "torch.linalg.solve_triangular":
+            ref_torch[(m, n)] = row["host_us"]
+        f = floor.get((m, n), math.nan)
+        row["over_floor_us"] = row["host_us"] - f if _finite(f) and _finite(row["host_us"]) else math.nan
+        row["vs_torch"] = ratio(row["host_us"], ref_torch.get((m, n), math.nan))
+        return row
+
+    def skipped(job):
+        return blank(job)
+
+    rows = run_jobs(ctx, "overhead", jobs, table, run_one, skipped)
+    inputs.clear()
+    cols = ["suite", "case", "shape", "dtype", "m", "n", "api", "calls", "repeats", "host_us", "host_min_us", "wall_us",
+            "over_floor_us", "vs_torch", "rel_err", "status", "note"]
+    method = (f"float32, left lower. {calls} calls back to back without synchronization between two perf_counter "
+              f"readings, median (min) over {repeats} repeats of the time / calls = host us; wall us adds the final "
+              "synchronize (GPU-bound when the GPU work per call exceeds the host's). -floor = host us minus torch.add's "
+              "(a native elementwise op on B); /torch = host us / torch.linalg.solve_triangular's. Callables bound once "
+              "(no attribute lookups in the loop).")
+    return SuiteResult(rows, cols, table, "overhead: host time per call", method)
+
+
+SUITE_FUNCS = {
+    "small": suite_small,
+    "batched": suite_batched,
+    "large": suite_large,
+    "ablation": suite_ablation,
+    "split": suite_split,
+    "overhead": suite_overhead,
+}
 
 # ----------------------------------------------------------------------------------------------
 # CLI
 
 
-def _parse_list(s: Optional[str], parse, what: str) -> list:
+def _parse_list(s: Optional[str], parse, what: str, valid: str = "") -> list:
     out = []
     for item in (s or "").split(","):
         item = item.strip()
@@ -443,74 +1190,156 @@ def _parse_list(s: Optional[str], parse, what: str) -> list:
             continue
         v = parse(item)
         if v is None:
-            valid = f"; use {', '.join(CASE_NAMES)}" if what == "case" else ""
-            raise SystemExit(f"unknown {what} {item!r}{valid}")
+            raise SystemExit(f"unknown {what} {item!r}" + (f"; use {valid}" if valid else ""))
         if v not in out:
             out.append(v)
     return out
 
 
+def parse_suites(s: Optional[str]) -> list:
+    """'small,large' -> ['small', 'large'] in the canonical order; 'all' or empty: every suite."""
+    if s is None or s.strip().lower() in ("", "all"):
+        return list(SUITES)
+    got = _parse_list(s, lambda x: x.lower() if x.lower() in SUITES else None, "suite", ", ".join(SUITES))
+    return [x for x in SUITES if x in got]
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m hsma_trsm.benchmark",
-        description="Time hsma_trsm.solve_triangular against torch.linalg.solve_triangular.",
+        description="Time hsma_trsm against torch.linalg.solve_triangular, suite by suite.",
     )
-    p.add_argument("--quick", action="store_true", help="reduced set of sizes")
-    p.add_argument("--full", action="store_true", help="the full (GPU) set even on the CPU path (slow)")
-    p.add_argument("--cases", default=",".join(CASE_NAMES),
-                   help=f"comma-separated subset of {', '.join(CASE_NAMES)} (default: all)")
+    p.add_argument("--suite", "--suites", dest="suite", default=None,
+                   help=f"comma-separated subset of {', '.join(SUITES)} (default: all)")
+    p.add_argument("--cases", default=None,
+                   help="old name of --suite: small, square (-> large), batched / linear-attention (-> batched), "
+                        "kernel-digits (-> large)")
+    p.add_argument("--quick", action="store_true", help="reduced sizes (CPU / CI smoke run; on a GPU a short check)")
+    p.add_argument("--full", action="store_true", help="the GPU sizes even on the CPU path (very slow)")
     p.add_argument("--dtypes", default="float32,float64,complex64,complex128",
-                   help="comma-separated dtypes (float32, float64, complex64, complex128; f32/f64/c64/c128)")
+                   help="comma-separated dtypes (float32, float64, complex64, complex128; f32/f64/c64/c128); "
+                        "the overhead suite is float32 only")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"),
                    help="directory for the CSV and Markdown files (default: benchmarks/results)")
+    p.add_argument("--tag", default="", help="suffix for the file names (e.g. run2)")
     p.add_argument("--no-save", action="store_true", help="do not write the CSV / Markdown files")
+    p.add_argument("--list", action="store_true", help="print the cases of the selected suites and exit")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
     p.add_argument("--no-graph", dest="graph", action="store_false", help="skip the CUDA graph timing")
-    p.add_argument("--target-s", type=float, default=None,
-                   help="seconds of timed calls per measurement (default 0.2 on CUDA, 0.05 on CPU)")
-    p.add_argument("--min-reps", type=int, default=None, help="minimum timed calls (default 5 CUDA, 3 CPU)")
-    p.add_argument("--max-reps", type=int, default=None, help="maximum timed calls (default 200 CUDA, 30 CPU)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up calls (CUDA; fewer for slow calls)")
+    p.add_argument("--target-s", type=float, default=None, help="seconds of timed calls per measurement "
+                   "(default per suite)")
+    p.add_argument("--min-reps", type=int, default=None, help="minimum timed calls (default per suite)")
+    p.add_argument("--max-reps", type=int, default=None, help="maximum timed calls (default per suite)")
+    p.add_argument("--budget-scale", type=float, default=1.0,
+                   help="scales each suite's time budget, after which it skips its remaining cases (0 = no limit)")
+    p.add_argument("--time-budget", type=float, default=0.0,
+                   help="seconds for the whole run, after which the remaining cases are skipped (0 = no limit)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (torch.set_num_threads; default: torch's own choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--strict", action="store_true", help="exit with status 1 if any case is not ok")
-    p.add_argument("--time-budget", type=float, default=None,
-                   help="seconds after which the remaining cases are skipped (default: 100 on the CPU path, "
-                        "unlimited on CUDA; 0 = unlimited)")
     args = p.parse_args(argv)
-    args.cases = _parse_list(args.cases, lambda s: _CASE_ALIASES.get(s.lower()), "case")
+    if args.cases is not None and args.suite is None:
+        mapped = _parse_list(args.cases, lambda s: _CASE_ALIASES.get(s.lower()), "case",
+                             ", ".join(sorted(_CASE_ALIASES)))
+        args.suite = ",".join(mapped)
+    args.suites = parse_suites(args.suite)
     try:
         args.dtypes = _parse_list(args.dtypes, bu.parse_dtype, "dtype")
     except ValueError as e:
         p.error(str(e))
-    if not args.cases or not args.dtypes:
-        p.error("nothing to run: empty --cases or --dtypes")
+    if not args.dtypes:
+        p.error("nothing to run: empty --dtypes")
     return args
 
 
-def _run_jobs(bar, rows, device, cfg, budget, t_start, is_cuda):
-    """Runs the (case, dtype) jobs of ``bar``, appending one row per job to ``rows``."""
-    lost_context = None
-    for case, dtype in bar:
-        if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(f"{case.case} {case.shape} {bu.dtype_name(dtype)}")
-        if lost_context:
-            row = _finish(dict(_base_row(case, dtype), status="skipped",
-                               note=f"CUDA context lost earlier ({lost_context})"))
-        elif budget > 0 and time.perf_counter() - t_start > budget:
-            row = _finish(dict(_base_row(case, dtype), status="skipped",
-                               note=f"time budget of {budget:g} s used up (--time-budget 0 for no limit)"))
+def output_names(env: dict, suites, tag: str = "") -> dict:
+    """File names: '<suite>_<slug>_<date>[_<tag>].csv' per suite and 'report' ->
+    'bench_<slug>_<date>[_<suites>][_<tag>].md' (the suites only when not all of them)."""
+    suffix = f"_{tag}" if tag else ""
+    base = f"{env['gpu_slug']}_{env['date']}"
+    names = {s: f"{s}_{base}{suffix}.csv" for s in suites}
+    sub = "" if list(suites) == list(SUITES) else "_" + "-".join(suites)
+    names["report"] = f"bench_{base}{sub}{suffix}.md"
+    return names
+
+
+def _mode(is_cuda: bool, quick: bool, full: bool) -> str:
+    if is_cuda or full:
+        return "gpu-quick" if quick else "gpu"
+    return "cpu-quick" if quick else "cpu"
+
+
+def list_cases(suites, plan: dict, dtypes, seed: int = 0) -> list:
+    """Lines describing the cases of each suite (for --list)."""
+    lines = []
+    for s in suites:
+        if s == "small":
+            jobs = small_cases(plan, dtypes, seed)
+        elif s == "batched":
+            jobs = _dt_jobs(batched_cases(plan, seed), dtypes)
+        elif s == "large":
+            jobs = _dt_jobs(large_cases(plan, seed), dtypes)
+        elif s in ("ablation", "split"):
+            jobs = _dt_jobs([Case(s, "square", m, m) for m in plan[s]], dtypes)
         else:
+            apis = [label for label, _ in overhead_apis()]
+            lines.append(f"{s}: {len(plan['overhead']) * len(apis)} cases")
+            lines += [f"  m={m} n={n} float32 {label}" for m, n in plan["overhead"] for label in apis]
+            continue
+        lines.append(f"{s}: {len(jobs)} cases")
+        for c, dt in jobs:
+            lines.append(f"  {c.case:<16} {c.shape:<30} {bu.dtype_name(dt)}")
+    return lines
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows, times) -> bool:
+    """Runs the selected suites in order, printing and writing each; True when interrupted."""
+    device, is_cuda = ctx.device, ctx.is_cuda
+    interrupted = False
+    for suite in args.suites:
+        t0 = time.perf_counter()
+        print(f"\n== {suite}", flush=True)
+        try:
+            res = SUITE_FUNCS[suite](ctx)
+        except KeyboardInterrupt:
+            interrupted = True
+            break
+        except Exception as e:  # noqa: BLE001 - a broken suite must not lose the others
+            print(f"suite {suite} failed: {_short(e, 400)}", file=sys.stderr)
+            _cleanup(device)
+            continue
+        times[suite] = time.perf_counter() - t0
+        evaluated = rp.evaluate_targets(res.targets, res.rows, applicable=is_cuda)
+        if evaluated:
+            print(f"targets ({rp.target_counts(evaluated)}):")
+            print("\n".join(rp.target_lines(evaluated)))
+        print(f"{suite}: {len(res.rows)} rows in {times[suite]:.1f} s", flush=True)
+        all_targets += evaluated
+        all_rows += res.rows
+        title = res.title + (" (interrupted: partial)" if ctx.interrupted else "")
+        reports.append(rp.SuiteReport(suite, title, res.method, res.table, res.rows, evaluated, names[suite],
+                                      times[suite], res.extra_md))
+        if not args.no_save:
             try:
-                row = run_case(case, dtype, device, cfg)
-            except Exception as e:  # noqa: BLE001 - keep going whatever happens
-                row = _finish(dict(_base_row(case, dtype), status="error", note=_short(e)))
-            if row["status"] == "error":
-                _cleanup(device)
-            if is_cuda and row["status"] != "ok" and _STICKY.search(row.get("note", "")):
-                lost_context = f"{case.case} {case.shape} {bu.dtype_name(dtype)}"
-        rows.append(row)
-        bu.log(table_row(row))
+                path = os.path.join(args.out, names[suite])
+                bu.write_csv(path, res.rows, res.columns, header + [("suite", suite)] + list(res.extra_header.items()))
+                report_path = os.path.join(args.out, names["report"])
+                with open(report_path, "w") as f:
+                    f.write(rp.markdown_report(header, intro, reports))
+                print(f"wrote {path} (and {names['report']})")
+            except OSError as e:
+                print(f"could not write results: {_short(e)}", file=sys.stderr)
+        if ctx.interrupted:
+            interrupted = True
+            break
+
+    return interrupted
 
 
 def main(argv=None) -> int:
@@ -528,96 +1357,87 @@ def main(argv=None) -> int:
             torch.cuda.set_device(device)
         device = torch.device("cuda", torch.cuda.current_device())
     is_cuda = device.type == "cuda"
+    mode = _mode(is_cuda, args.quick, args.full)
+    plan = PLANS[mode]
+    if args.list:
+        print(f"mode {mode}")
+        print("\n".join(list_cases(args.suites, plan, args.dtypes, args.seed)))
+        return 0
     if not is_cuda:
         why = "no CUDA device" if not torch.cuda.is_available() else "--device cpu"
-        print(f"{why}: running the CPU path (perf_counter timing, reduced sizes, no CUDA graph numbers)", flush=True)
+        print(f"{why}: running the CPU path (perf_counter timing, smaller sizes, no CUDA graph numbers; "
+              "the GPU targets are shown as n/a)", flush=True)
 
-    cfg = types.SimpleNamespace(  # timing settings
-        graph=args.graph,
-        warmup=max(1, args.warmup),
-        target_s=args.target_s if args.target_s is not None else (0.2 if is_cuda else 0.05),
-        min_reps=args.min_reps if args.min_reps is not None else (5 if is_cuda else 3),
-        max_reps=args.max_reps if args.max_reps is not None else (200 if is_cuda else 30),
-    )
+    import hsma_trsm  # noqa: F401 - loads the extension (fails early if it is not built)
 
-    if is_cuda or args.full:
-        set_name = "cuda-quick" if args.quick else "cuda"
-    else:
-        set_name = "cpu-quick" if args.quick else "cpu"
-    cases = build_cases(args.cases, SIZES[set_name], seed=args.seed)
-    jobs = [(c, dt) for dt in args.dtypes for c in cases if not (c.real_only and dt.is_complex)]
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     env = bu.env_info(device)
     if is_cuda:
+        l2 = f", L2 {env['l2_cache_mib']} MiB" if env.get("l2_cache_mib") else ""
         print(f"device: {env['gpu']} (cuda:{device.index}, sm_{env['capability'].replace('.', '')}, "
-              f"{env['sm_count']} SMs, {env['gpu_memory_gib']} GiB)")
-    else:
-        print(f"device: CPU ({env['cpu']}, {env['threads']} threads)")
-    print(f"torch {env['torch']}, cuda {env['cuda']}, hip {env['hip']}, hsma_trsm {env['hsma_trsm']} "
-          f"(git {env['git']}), date {env['date']}, float32 matmul precision {env['float32_matmul_precision']}")
-    if is_cuda:
+              f"{env['sm_count']} SMs, {env['gpu_memory_gib']} GiB{l2})")
         try:
             if not torch._C._dispatch_has_kernel_for_dispatch_key("hsma::trsm", "CUDA"):
                 print("WARNING: hsma::trsm has no CUDA kernel registered (extension built without CUDA?); "
                       "hsma rows will fail", flush=True)
         except Exception:  # noqa: BLE001 - private API, best effort
             pass
-    if any(c.case == "kernel-digits" for c, _ in jobs):
-        try:
-            _, _, jitter, ell = digits_problem()
-            print(f"kernel-digits: RBF lengthscale {ell:.2f} (median heuristic), jitter {jitter:g}")
-        except Exception as e:  # noqa: BLE001 - reported per case below
-            print(f"kernel-digits: data not available ({_short(e)})")
-    if is_cuda:
-        method = ("Left, lower, non-unit unless noted. Time = median of isolated calls timed with CUDA events "
-                  "(device synchronized before each, launch overhead included); graph = per-call time of N calls "
-                  "captured in one CUDA graph (GPU time only). GFLOP/s from m²n flops per solve (x4 complex). "
-                  f"speedup = torch / hsma. hsma_trsm {env['hsma_trsm']} (git {env['git']}).")
     else:
-        method = ("CPU path (no CUDA device). Left, lower, non-unit unless noted. Time = median of "
-                  "time.perf_counter() around single calls. GFLOP/s from m²n flops per solve (x4 complex). "
-                  f"speedup = torch / hsma. hsma_trsm {env['hsma_trsm']} (git {env['git']}).")
-    print(f"{len(jobs)} cases ({set_name} set); speedup = torch / hsma; 'gr.' = CUDA graph replay per call\n")
+        print(f"device: CPU ({env['cpu']}, {env['threads']} threads)")
+    print(f"torch {env['torch']}, cuda {env['cuda']}, hip {env['hip']}, hsma_trsm {env['hsma_trsm']} "
+          f"(git {env['git']}), date {env['date']}, float32 matmul precision {env['float32_matmul_precision']}")
+    print(f"suites: {', '.join(args.suites)} ({mode} sizes); dtypes: {', '.join(map(bu.dtype_name, args.dtypes))}; "
+          "speedup = torch / hsma; 'gr.' = CUDA graph replay per call (GPU time only)", flush=True)
+    for k in ("HSMA_TRSM_NB", "HSMA_TRSM_VARIANT", "HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_TABLE"):
+        if os.environ.get(k):
+            print(f"note: {k}={os.environ[k]} is set in the environment (the ablations set/unset it themselves)")
+
+    ctx = Ctx(device=device, mode=mode, dtypes=args.dtypes, args=args, env=env, budget_scale=args.budget_scale,
+              deadline=(t_start + args.time_budget) if args.time_budget > 0 else 0.0, plan=plan)
+    names = output_names(env, args.suites, args.tag)
+    header = bu.result_header(env)
+    intro = ("hsma_trsm against torch.linalg.solve_triangular, same process and inputs. " + (
+        "eager = median of isolated calls timed with CUDA events (device synchronized before each, launch "
+        "overhead included); graph = per-call time of N calls captured in one CUDA graph (GPU time only). "
+        if is_cuda else "CPU path: median of time.perf_counter() around single calls (no graph times). ")
+        + "speedup = torch time / hsma time (> 1: hsma faster). rel err = ||X - X_ref|| / ||X_ref|| against a "
+        "float64 (complex128) torch solve of the first <= 64 batch entries and <= 32 columns (rows for right "
+        "solves). Targets from the issues: PASS / MISS on the values shown"
+        + ("." if is_cuda else "; n/a on the CPU path (they are GPU targets)."))
     if is_cuda:
         bu.gpu_warmup(0.5)  # clocks up, CUDA / cuBLAS initialised before the first case
-    bu.log(table_header())
-
-    budget = args.time_budget if args.time_budget is not None else (0.0 if is_cuda else 100.0)
-    rows = []
-    bar = bu.progress(jobs, total=len(jobs), desc="bench", disable=args.no_progress)
-    try:
-        _run_jobs(bar, rows, device, cfg, budget, t_start, is_cuda)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: keeping the {len(rows)} finished case(s)", file=sys.stderr)
-    if hasattr(bar, "close"):
-        bar.close()
-
-    # summary
-    print()
-    for dt in args.dtypes:
-        name = bu.dtype_name(dt)
-        sel = [r for r in rows if r["dtype"] == name]
-        g = geomean([r["speedup"] for r in sel])
-        gg = geomean([r["graph_speedup"] for r in sel])
-        bad = sum(r["status"] != "ok" for r in sel)
-        extra = f", graph {_sp(gg)}" if is_cuda and cfg.graph else ""
-        print(f"geomean speedup {name:<10} {_sp(g)}{extra} over {len(sel)} cases"
-              + (f" ({bad} not ok)" if bad else ""))
-
     if not args.no_save:
-        stem = os.path.join(args.out, f"bench_{env['gpu_slug']}_{env['date']}")
-        try:
-            os.makedirs(args.out, exist_ok=True)
-            write_csv(stem + ".csv", rows, env)
-            write_markdown(stem + ".md", rows, env, method)
-            print(f"\nwrote {stem}.csv and {stem}.md")
-        except OSError as e:
-            print(f"\ncould not write results: {_short(e)}", file=sys.stderr)
-    print(f"total time {time.perf_counter() - t_start:.1f} s")
-    not_ok = [r for r in rows if r["status"] != "ok"]
+        os.makedirs(args.out, exist_ok=True)
+
+    reports, all_targets, all_rows, times = [], [], [], {}
+    interrupted = False
+    # `timeout` (scripts/gpu_run.sh) sends SIGTERM: treat it like Ctrl-C, so the suite running keeps
+    # its finished rows and is written out.
+    prev_term = None
+    try:
+        prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        interrupted = _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows, times)
+    finally:
+        if prev_term is not None:
+            signal.signal(signal.SIGTERM, prev_term)
+
+    print("\n== summary")
+    for s, t in times.items():
+        print(f"  {s:<9} {t:6.1f} s")
+    print(f"  total     {time.perf_counter() - t_start:6.1f} s (including start-up)")
+    if all_targets:
+        print(f"targets: {rp.target_counts(all_targets)}")
+    if interrupted:
+        print("interrupted: the finished suites and the finished cases of the interrupted one were saved", file=sys.stderr)
+    not_ok = [r for r in all_rows if r.get("status") != "ok"]
     if not_ok:
-        print(f"{len(not_ok)} case(s) not ok: see the status column", file=sys.stderr)
-    return 1 if (args.strict and not_ok) else 0
+        print(f"{len(not_ok)} case(s) not ok: see their status column", file=sys.stderr)
+    return 1 if (args.strict and (not_ok or interrupted)) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,403 @@
+"""CPU tests of the benchmark's pure helpers (formulas, reference check, kernel split, CSV and
+Markdown output, targets, CLI parsing) and a short end-to-end run of two suites on the CPU path."""
+import math
+import os
+import types
+
+import pytest
+import torch
+
+import hsma_trsm._bench_report as rp
+import hsma_trsm._bench_util as bu
+from hsma_trsm import benchmark as bm
+
+# ----------------------------------------------------------------------------------------------
+# Formulas
+
+
+def test_trsm_and_gemm_flops():
+    assert bu.trsm_flops(64, 32) == 64 * 64 * 32
+    assert bu.trsm_flops(64, 32, left=False) == 64 * 32 * 32
+    assert bu.trsm_flops(8, 8, batch=10, is_complex=True) == 4 * 10 * 8 * 8 * 8
+    assert bu.gemm_flops(64, 64, 32) == 2 * 64 * 64 * 32
+    assert bu.gemm_flops(3, 4, 5, batch=2, is_complex=True) == 4 * 2 * 2 * 3 * 4 * 5
+    # a left TRSM is half the GEMM of its shape
+    assert bu.gemm_flops(100, 100, 7) == 2 * bu.trsm_flops(100, 7)
+
+
+def test_rates():
+    assert bu.gflops(2e9, 1e6) == pytest.approx(2.0)  # 2 GFLOP in one second
+    assert bu.tflops(3e12, 1e6) == pytest.approx(3.0)
+    assert math.isnan(bu.gflops(1.0, 0.0)) and math.isnan(bu.gflops(1.0, math.nan))
+    assert math.isnan(bu.tflops(1.0, -1.0))
+
+
+def test_triangle_elements():
+    assert bu.triangle_elements(1) == 1 and bu.triangle_elements(1, unit=True) == 0
+    assert bu.triangle_elements(4) == 10 and bu.triangle_elements(4, unit=True) == 6
+    assert bu.triangle_elements(32) == 528
+
+
+def test_trsm_bytes():
+    # 10000 systems of 32 x 32, n = 32, float32: triangles + B + X
+    assert bu.trsm_bytes(32, 32, itemsize=4, batch=10000) == (10000 * 528 + 2 * 10000 * 32 * 32) * 4
+    # one A broadcast over the batch is read once
+    assert bu.trsm_bytes(64, 64, itemsize=8, batch=4096, a_batch=1) == (2080 + 2 * 4096 * 64 * 64) * 8
+    # unit diagonal not read; right side: the triangle has order n
+    assert bu.trsm_bytes(64, 128, itemsize=4, batch=2, unit=True) == (2 * 2016 + 2 * 2 * 64 * 128) * 4
+    assert bu.trsm_bytes(10, 3, itemsize=16, left=False) == (6 + 2 * 30) * 16
+
+
+def test_bandwidth_gbs():
+    assert bu.bandwidth_gbs(1e9, 1e6) == pytest.approx(1.0)  # 1 GB in one second
+    assert bu.bandwidth_gbs(4.8e12 * 1e-3, 1e3) == pytest.approx(4800.0)  # 4.8 GB in 1 ms
+    for bad in (0.0, -5.0, math.nan, math.inf):
+        assert math.isnan(bu.bandwidth_gbs(1e9, bad))
+
+
+def test_copy_bandwidth_cpu():
+    gbs, t, nbytes = bu.copy_bandwidth("cpu", nbytes=1 << 20)
+    assert nbytes == 1 << 20 and t.reps >= 5
+    assert gbs == pytest.approx(2 * nbytes / (t.median_us * 1e3))
+
+
+def test_choose_repeats():
+    assert bu.choose_repeats(1e-5, 0.2, 5, 200) == 200
+    assert bu.choose_repeats(0.01, 0.2, 5, 200) == 20
+    assert bu.choose_repeats(0.5, 0.2, 3, 50) == 3
+    # max_s caps slow calls below min_reps, never below one
+    assert bu.choose_repeats(0.5, 0.2, 3, 50, max_s=0.6) == 1
+    assert bu.choose_repeats(2.0, 0.2, 3, 50, max_s=0.6) == 1
+    assert bu.choose_repeats(0.25, 0.2, 3, 50, max_s=0.6) == 2
+    assert bu.choose_repeats(0.1, 0.2, 3, 50, max_s=0.6) == 3
+
+
+def test_time_cpu_warm_counts_the_estimate():
+    calls = []
+    t = bu.time_cpu(lambda: calls.append(1), min_reps=4, max_reps=4, warm=True)
+    assert t.reps == 4 and len(calls) == 4  # no warm-up call: the estimate is the first sample
+    calls.clear()
+    t = bu.time_cpu(lambda: calls.append(1), warmup=1, min_reps=4, max_reps=4)
+    assert t.reps == 4 and len(calls) == 6  # first call + estimate + 4 samples
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference check
+
+
+def _full_solve(A, B, left, upper, trans, unit):
+    Ad, Bd = A.to(torch.complex128 if A.is_complex() else torch.float64), B.to(
+        torch.complex128 if B.is_complex() else torch.float64)
+    if trans == "T":
+        Ad, upper = Ad.mT, not upper
+    elif trans == "C":
+        Ad, upper = Ad.mH, not upper
+    return torch.linalg.solve_triangular(Ad, Bd, upper=upper, left=left, unitriangular=unit)
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["left", "right"])
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+@pytest.mark.parametrize("upper", [False, True], ids=["lower", "upper"])
+@pytest.mark.parametrize("bcast", [False, True], ids=["batchA", "bcastA"])
+def test_reference_subset_matches_full_solve(left, trans, upper, bcast):
+    dt = torch.complex64
+    m, n = 40, 50
+    k = m if left else n
+    A = bu.make_triangular(k, batch=() if bcast else (3, 1), dtype=dt, upper=upper, seed=1)
+    B = bu.make_rhs(m, n, batch=(3, 30), dtype=dt, seed=2)
+    X = _full_solve(A, B, left, upper, trans, False)  # (3, 30, m, n), exact to double rounding
+    ref, select = bu.reference_subset(A, B, left=left, upper=upper, trans=trans, max_cols=7, max_batch=64)
+    assert ref.dtype == torch.complex128
+    assert ref.shape == ((64, m, 7) if left else (64, 7, n))
+    assert bu.rel_error(select(X), ref) < 1e-12
+    # a solution of another problem is caught
+    wrong = _full_solve(A, B, left, upper, "N" if trans != "N" else "T", False)
+    assert bu.rel_error(select(wrong), ref) > 1e-2
+
+
+def test_reference_subset_unit_and_float32_result():
+    A = bu.make_triangular(30, dtype=torch.float32, unit=True, seed=3)
+    A.diagonal().fill_(7.0)  # the unit solve must not read the diagonal
+    B = bu.make_rhs(30, 4, dtype=torch.float32, seed=4)
+    X = torch.linalg.solve_triangular(A, B, upper=False, unitriangular=True)  # float32
+    ref, select = bu.reference_subset(A, B, unit=True)
+    err = bu.rel_error(select(X), ref)
+    assert 0 < err < 1e-5  # float32 rounding, measured in float64
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernel split
+
+
+@pytest.mark.parametrize("name,cat", [
+    ("void hsma::(anonymous namespace)::diag_inverse_kernel<float>(hsma::DiagInverseProblem<float>, long, long, bool)",
+     "inverse"),
+    ("void hsma::small_solve_columns_kernel<double, 64>(hsma::SolveProblem<double>, int, long)", "small"),
+    ("void hsma::small_solve_kernel<c10::complex<double>, 2>(...)", "small"),
+    ("small_pipeline_kernel", "small"),
+    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__"
+     "5x_cublas", "gemm"),
+    ("nvjet_tst_128x64_64x8_2x1_v_bz_TNT", "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(...)", "gemm"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float>(...)", "gemm"),
+    ("void gemv2T_kernel_val<int, int, double, double, double, double, 128, 16, 4, 4, false, false>(...)", "gemm"),
+    ("Memcpy DtoD (Device -> Device)", "other"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(...)",
+     "other"),
+])
+def test_classify_kernel(name, cat):
+    assert bu.classify_kernel(name) == cat
+
+
+def test_split_kernel_times():
+    kernels = [("diag_inverse_kernel", 10.0), ("sm90_xmma_gemm_x", 60.0), ("nvjet_y", 20.0),
+               ("elementwise_copy", 6.0), ("Memset (Device)", 4.0)] * 2  # two calls
+    s = bu.split_kernel_times(kernels, calls=2)
+    assert s["kernel_us"] == pytest.approx(100.0) and s["kernels"] == pytest.approx(5.0)
+    assert s["inverse_us"] == pytest.approx(10.0) and s["gemm_us"] == pytest.approx(80.0)
+    assert s["small_us"] == 0.0 and s["other_us"] == pytest.approx(10.0)
+    assert s["gemm_pct"] == pytest.approx(80.0) and s["inverse_pct"] == pytest.approx(10.0)
+    assert sum(s[f"{c}_pct"] for c in bu.KERNEL_CATEGORIES) == pytest.approx(100.0)
+    assert s["top_other"].startswith("elementwise_copy (6%)")
+    empty = bu.split_kernel_times([], calls=1)
+    assert empty["kernel_us"] == 0.0 and math.isnan(empty["gemm_pct"])
+
+
+def test_device_kernel_times_filters_events():
+    DT = torch.autograd.DeviceType
+
+    def ev(name, dev, us, annot=False, self_cpu=0.0):
+        return types.SimpleNamespace(name=name, device_type=dev, is_user_annotation=annot, self_cpu_time_total=self_cpu,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda: us))
+
+    events = [ev("aten::mm", DT.CPU, 50.0, self_cpu=3.0), ev("gemm_k", DT.CUDA, 12.0),
+              ev("my_range", DT.CUDA, 99.0, annot=True), ev("diag_inverse_kernel", DT.CUDA, 5.0)]
+    assert bu.device_kernel_times(events) == [("gemm_k", 12.0), ("diag_inverse_kernel", 5.0)]
+    assert bu.device_kernel_times(events, on_device=False) == [("aten::mm", 3.0)]
+
+
+def test_profile_kernels_cpu():
+    a = torch.randn(64, 64)
+    kernels = bu.profile_kernels(lambda: a @ a, "cpu", calls=2)
+    assert any("mm" in name for name, _ in kernels)
+    assert all(us >= 0 for _, us in kernels)
+
+
+# ----------------------------------------------------------------------------------------------
+# Host overhead, environment
+
+
+def test_host_overhead_counts_calls():
+    calls, syncs = [], []
+    r = bu.host_overhead(lambda: calls.append(1), calls=10, repeats=3, sync=lambda: syncs.append(1))
+    assert len(calls) == 1 + 30  # one warm-up call
+    assert len(syncs) == 1 + 2 * 3
+    assert r["calls"] == 10 and r["repeats"] == 3
+    assert 0 < r["host_min_us"] <= r["host_us"] <= r["wall_us"]
+
+
+def test_env_override_sets_unsets_and_restores(monkeypatch):
+    monkeypatch.setenv("HSMA_BENCH_TEST_A", "old")
+    monkeypatch.delenv("HSMA_BENCH_TEST_B", raising=False)
+    with pytest.raises(RuntimeError):
+        with bu.env_override({"HSMA_BENCH_TEST_A": None, "HSMA_BENCH_TEST_B": 128}):
+            assert "HSMA_BENCH_TEST_A" not in os.environ
+            assert os.environ["HSMA_BENCH_TEST_B"] == "128"
+            raise RuntimeError("inside")
+    assert os.environ["HSMA_BENCH_TEST_A"] == "old"
+    assert "HSMA_BENCH_TEST_B" not in os.environ
+    with bu.env_override(None):
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# CSV and Markdown
+
+
+_ENV = dict(gpu="NVIDIA H200", torch="2.11.0+cu130", cuda="13.0", hip="none", date="2026-11-30", git="abc1234",
+            hsma_trsm="0.1.0", python="3.12.3", float32_matmul_precision="highest", gpu_slug="nvidia-h200")
+
+
+def test_write_csv_header_and_columns(tmp_path):
+    path = str(tmp_path / "small_nvidia-h200_2026-11-30.csv")
+    rows = [dict(case="single", hsma_us=12.3456789, rel_err=math.nan, status="ok", extra="dropped"),
+            dict(case="upper", hsma_us=1e-9, status="error", note="a, b")]
+    bu.write_csv(path, rows, ["case", "hsma_us", "rel_err", "status", "note"],
+                 bu.result_header(_ENV) + [("suite", "small")])
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines[:5] == ["# gpu: NVIDIA H200", "# torch: 2.11.0+cu130", "# cuda: 13.0", "# date: 2026-11-30",
+                         "# git: abc1234"]
+    assert "# suite: small" in lines
+    assert lines[lines.index("# suite: small") + 1] == "case,hsma_us,rel_err,status,note"
+    header, got = bu.read_csv(path)
+    assert header["gpu"] == "NVIDIA H200" and header["suite"] == "small"
+    assert got[0] == dict(case="single", hsma_us="12.3457", rel_err="nan", status="ok", note="")
+    assert got[1]["hsma_us"] == "1e-09" and got[1]["note"] == "a, b"
+
+
+def test_result_header_cpu_and_hip():
+    h = dict(bu.result_header(dict(_ENV, gpu="none", cpu="AMD EPYC", threads=2)))
+    assert h["gpu"] == "none (CPU path: AMD EPYC, 2 threads)"
+    h = dict(bu.result_header(dict(_ENV, hip="6.2"), suite="large"))
+    assert h["cuda"] == "13.0 (hip 6.2)" and h["suite"] == "large"
+
+
+def test_table_and_markdown_escaping():
+    t = rp.Table([rp.Col("case", 6, lambda r: r["case"], left=True), rp.Col("us", 6, lambda r: rp.f_us(r["us"])),
+                  rp.Col("status", 0, rp.status_text, left=True)])
+    r = dict(case="a|b", us=1234.5, status="error", note="x")
+    assert t.header().splitlines()[0] == "case       us  status"
+    assert t.row(r) == "a|b      1234  error (x)"
+    md = t.markdown([r])
+    assert md[1] == "|---|--:|---|"
+    assert md[2] == "| a\\|b | 1234 | error (x) |"
+    assert t.row(dict(case="c")) .startswith("c           ?")  # a formatting error shows '?', never raises
+
+
+def test_formatters():
+    assert rp.f_us(3.14159) == "3.14" and rp.f_us(31.4159) == "31.4" and rp.f_us(31415.9) == "31416"
+    assert rp.f_us(math.nan) == "-" and rp.f_us(None) == "-"
+    assert rp.f_x(2.5) == "2.50x" and rp.f_frac_pct(0.625) == "62%" and rp.f_pct(93.04, 1) == "93.0%"
+    assert rp.ratio(4.0, 2.0) == 2.0 and math.isnan(rp.ratio(4.0, 0.0)) and math.isnan(rp.ratio(math.nan, 1.0))
+    assert rp.geomean([1.0, 4.0, math.nan, -1]) == pytest.approx(2.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Targets
+
+
+def _rows():
+    return [
+        dict(case="single", shape="m=64 n=64", dtype="float32", m=64, n=64, speedup=3.2, graph_speedup=2.9,
+             hsma_graph_us=4.0),
+        dict(case="single", shape="m=64 n=64", dtype="float64", m=64, n=64, speedup=1.2, graph_speedup=math.nan,
+             hsma_graph_us=6.0),
+        dict(case="single", shape="m=8 n=1", dtype="float32", m=8, n=1, speedup=0.9, graph_speedup=1.5,
+             hsma_graph_us=2.0),
+        dict(case="upper", shape="m=64 n=64 upper", dtype="float32", m=64, n=64, speedup=math.nan,
+             graph_speedup=math.nan, hsma_graph_us=math.nan),
+    ]
+
+
+def test_target_per_row_marks():
+    t = rp.Target("3x", lambda r: r["m"] == 64, [("eager", "speedup"), ("graph", "graph_speedup")], ">=", 3.0)
+    res = t.evaluate(_rows())
+    assert [r["mark"] for r in res] == ["MISS", "MISS", "n/a"]  # 2.9x graph misses; 1.2x; nothing measured
+    assert res[0]["measured"] == "eager 3.20x, graph 2.90x"
+    t2 = rp.Target("3x eager", lambda r: r["m"] == 64, [("eager", "speedup")], ">=", 3.0)
+    assert [r["mark"] for r in t2.evaluate(_rows())] == ["PASS", "MISS", "n/a"]
+    t3 = rp.Target("<= 5 us", lambda r: r["case"] == "single", [("", "hsma_graph_us")], "<=", 5.0)
+    assert [r["mark"] for r in t3.evaluate(_rows())] == ["PASS", "MISS", "PASS"]
+    assert all(r["mark"] == "n/a" for r in t3.evaluate(_rows(), applicable=False))
+    none = rp.Target("x", lambda r: False, [("", "speedup")], ">=", 1.0).evaluate(_rows())
+    assert none == [dict(target="x", case="-", dtype="-", measured="no such case measured", mark="n/a")]
+
+
+def test_target_aggregate():
+    t = rp.Target("none slower", lambda r: True, [("eager", "speedup"), ("graph", "graph_speedup")], ">=", 1.0,
+                  aggregate=True)
+    (res,) = t.evaluate(_rows())
+    assert res["mark"] == "MISS"
+    assert res["measured"].startswith("1 of 5 values miss; worst 0.90x (eager, single m=8 n=1 float32)")
+    ok = [dict(r, speedup=2.0) for r in _rows()]
+    assert t.evaluate(ok)[0]["mark"] == "PASS"
+    assert t.evaluate([])[0]["mark"] == "n/a"
+    assert rp.target_counts(t.evaluate(_rows()) + t.evaluate(ok) + t.evaluate([])) == "1 PASS, 1 MISS, 1 n/a"
+
+
+# ----------------------------------------------------------------------------------------------
+# Benchmark CLI and case sets
+
+
+def test_parse_suites():
+    assert bm.parse_suites(None) == list(bm.SUITES) and bm.parse_suites("all") == list(bm.SUITES)
+    assert bm.parse_suites("split, small,small") == ["small", "split"]  # canonical order, no duplicates
+    with pytest.raises(SystemExit):
+        bm.parse_suites("small,nope")
+
+
+def test_parse_args_old_cases_and_dtypes():
+    a = bm.parse_args(["--cases", "square,linear-attention", "--dtypes", "f32,z"])
+    assert a.suites == ["batched", "large"] and a.dtypes == [torch.float32, torch.complex128]
+    assert bm.parse_args([]).suites == list(bm.SUITES)
+
+
+def test_output_names():
+    env = dict(_ENV)
+    names = bm.output_names(env, list(bm.SUITES))
+    assert names["small"] == "small_nvidia-h200_2026-11-30.csv"
+    assert names["report"] == "bench_nvidia-h200_2026-11-30.md"
+    names = bm.output_names(env, ["large", "split"], tag="run2")
+    assert names == {"large": "large_nvidia-h200_2026-11-30_run2.csv", "split": "split_nvidia-h200_2026-11-30_run2.csv",
+                     "report": "bench_nvidia-h200_2026-11-30_large-split_run2.md"}
+
+
+def test_gpu_case_sets():
+    plan = bm.PLANS["gpu"]
+    small = bm.small_cases(plan, list(bm.ALL_DTYPES))
+    single = [c for c, _ in small if c.case == "single"]
+    assert len(single) == 6 * 5 * 4
+    assert {(c.m, c.n) for c in single} == {(m, n) for m in (8, 16, 24, 32, 48, 64) for n in (1, 16, 64, 256, 4096)}
+    trans_c = [dt for c, dt in small if c.trans == "C"]
+    assert trans_c == [torch.complex64, torch.complex128]  # 'C' only where it differs from 'T'
+    abl = [(c.small_kernel, dt) for c, dt in small if c.case == "kernel-ablation"]
+    assert abl == [(k, torch.complex128) for k in ("pipeline", "columns", "segments")]
+    batched = bm.batched_cases(plan)
+    assert len(batched) == 9
+    bc = [c for c in batched if c.case == "broadcast-A"][0]
+    assert bc.a_dims == () and bc.a_count == 1 and bc.batch_count == 4096
+    la = [c for c in batched if c.case == "linear-attention"][0]
+    assert (la.batch_count, la.m, la.n, la.unit) == (4096, 64, 128, True)
+    large = bm.large_cases(plan)
+    assert [c.m for c in large if c.case == "square"] == [512, 1024, 2048, 4096, 8192, 16384]
+    assert {c.case for c in large if c.m == 4096 and c.case != "square"} == {"right", "upper", "trans-T", "trans-C"}
+
+
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+@pytest.mark.parametrize("left", [True, False])
+def test_hsma_and_torch_calls_solve_the_same_problem(trans, left):
+    case = bm.Case("small", "x", 12, 9, left=left, upper=True, trans=trans, unit=True, seed=5)
+    A, B = bm.make_inputs(case, torch.complex128, "cpu")
+    X1, X2 = bm.hsma_call(case, A, B)(), bm.torch_call(case, A, B)()
+    torch.testing.assert_close(X1, X2)
+    ref, select = bu.reference_subset(A, B, left=left, upper=True, trans=trans, unit=True)
+    assert bu.rel_error(select(X1), ref) < 1e-12
+
+
+def test_blocking_choice_reads_the_shipped_table(monkeypatch):
+    monkeypatch.delenv("HSMA_TRSM_NB", raising=False)
+    nb, variant, source = bm.blocking_choice(torch.float64, 4096, gpu="NVIDIA H200", capability="9.0",
+                                             env={"HSMA_TRSM_NB": None, "HSMA_TRSM_VARIANT": None})
+    assert (nb, variant) == (256, "blocked") and "nvidia-h200-sm90.csv" in source
+    nb, variant, source = bm.blocking_choice(torch.float64, 4096, gpu="NVIDIA H200", capability="9.0",
+                                             env={"HSMA_TRSM_NB": "128", "HSMA_TRSM_VARIANT": None})
+    assert (nb, variant, source) == (128, "blocked", "HSMA_TRSM_NB")
+    assert "HSMA_TRSM_NB" not in os.environ
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end on the CPU path
+
+
+def test_main_quick_cpu(tmp_path, capsys):
+    out = str(tmp_path)
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "small,overhead", "--dtypes", "c128", "--out", out,
+                  "--no-progress", "--tag", "t"])
+    assert rc == 0
+    files = sorted(os.listdir(out))
+    date = bu.env_info("cpu")["date"]
+    assert files == [f"bench_cpu_{date}_small-overhead_t.md", f"overhead_cpu_{date}_t.csv", f"small_cpu_{date}_t.csv"]
+    header, rows = bu.read_csv(os.path.join(out, f"small_cpu_{date}_t.csv"))
+    assert header["suite"] == "small" and header["cuda"] == "none"
+    assert {r["status"] for r in rows} == {"ok"}
+    assert {r["small_kernel"] for r in rows if r["case"] == "kernel-ablation"} == {"pipeline", "columns", "segments"}
+    pipe = [r for r in rows if r["small_kernel"] == "pipeline"][0]
+    assert float(pipe["vs_pipeline"]) == 1.0
+    _, rows = bu.read_csv(os.path.join(out, f"overhead_cpu_{date}_t.csv"))
+    assert len(rows) == 10 and all(float(r["host_us"]) > 0 for r in rows)
+    text = capsys.readouterr().out
+    assert "targets (0 PASS, 0 MISS" in text  # GPU targets are n/a on the CPU path
+    with open(os.path.join(out, f"bench_cpu_{date}_small-overhead_t.md")) as f:
+        md = f.read()
+    assert "## small" in md and "## overhead" in md and "| target | case |" in md
