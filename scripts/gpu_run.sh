@@ -62,6 +62,22 @@ if [[ " $STAGES " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-200}" "$PY" -m hsma_trsm.benchmark --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
 fi
+
+if [[ " $STAGES " == *" notebooks "* ]]; then
+  # Opt-in (STAGES="build notebooks"): execute notebooks/*.ipynb (or NOTEBOOKS="a.ipynb ...") in
+  # place with scripts/run_notebooks.sh, which installs nbclient/ipykernel from a carried wheels/
+  # (scripts/fetch_notebook_wheels.sh); the executed notebooks and the PNGs they wrote are copied
+  # to OUTDIR (failed ones as NAME.failed.ipynb).
+  echo "== notebooks"
+  start=$(date +%s)
+  marker="$OUTDIR/.notebooks-start"
+  touch "$marker"
+  timeout "${NOTEBOOKS_TIMEOUT:-480}" scripts/run_notebooks.sh ${NOTEBOOKS:-} >"$OUTDIR/notebooks.log" 2>&1 || status=1
+  echo "notebooks took $(( $(date +%s) - start )) s"
+  tail -n 40 "$OUTDIR/notebooks.log"
+  find notebooks -maxdepth 1 \( -name '*.ipynb' -o -name '*.png' \) -newer "$marker" -exec cp {} "$OUTDIR/" \;
+  rm -f "$marker"
+fi
 (cd "$OUTDIR" && tar czf logs.tgz ./*.log ./*.txt ./*.xml 2>/dev/null && rm -f ./*.log ./*.txt ./*.xml)
 ls -la "$OUTDIR"
 exit $status
