@@ -4,7 +4,9 @@
 # ./gpu-out). STAGES (default "build tune test bench") selects steps; PYTEST_ARGS adds pytest
 # options, BENCH_ARGS / TUNE_ARGS benchmark / tuner options. The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
-# tests and the benchmark then use; commit it from the output folder to ship it. Logs are packed into logs.tgz at the end (the device tool returns at most 8 files).
+# tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
+# sanitize, notebooks, profile. Everything written is packed into OUTDIR/run.tgz at the end (the
+# device tool returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-${OUT:-gpu-out}}
@@ -59,7 +61,7 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   echo "== benchmark"
-  timeout "${BENCH_TIMEOUT:-200}" "$PY" -m hsma_trsm.benchmark --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
+  timeout "${BENCH_TIMEOUT:-300}" "$PY" -m hsma_trsm.benchmark --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
 fi
 
@@ -78,6 +80,14 @@ if [[ " $STAGES " == *" notebooks "* ]]; then
   find notebooks -maxdepth 1 \( -name '*.ipynb' -o -name '*.png' \) -newer "$marker" -exec cp {} "$OUTDIR/" \;
   rm -f "$marker"
 fi
-(cd "$OUTDIR" && tar czf logs.tgz ./*.log ./*.txt ./*.xml 2>/dev/null && rm -f ./*.log ./*.txt ./*.xml)
+if [[ " $STAGES " == *" profile "* ]]; then
+  # Opt-in: per-kernel GPU time and host time of selected solves (scripts/profile_cases.py).
+  echo "== profile"
+  timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/profile_cases.py --out "$OUTDIR" ${PROFILE_ARGS:-} >"$OUTDIR/profile.log" 2>&1 || status=1
+  grep -v -i warn "$OUTDIR/profile.log" | cut -c1-160 | tail -n 60
+fi
+
+# Everything in one archive (the device tool returns a limited number of files).
+(cd "$OUTDIR" && tar czf run.tgz --exclude=run.tgz . && find . -type f ! -name run.tgz -delete)
 ls -la "$OUTDIR"
 exit $status

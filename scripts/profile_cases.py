@@ -20,12 +20,14 @@ import hsma_trsm
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
-def cases():
+def cases(all_kernels):
     for d in DT:
         for kernel in ("auto", "columns", "segments", "pipeline"):
             if kernel == "pipeline" and d != "c128":
                 continue
             for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
+                if kernel != "auto" and not all_kernels and (m, n) != (64, 64):
+                    continue
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
@@ -82,9 +84,10 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--filter", default="")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--all-kernels", action="store_true", help="every forced small kernel at every single-solve shape")
     args = ap.parse_args()
     rows = []
-    for name, d, batch, m, n, unit, kernel in cases():
+    for name, d, batch, m, n, unit, kernel in cases(args.all_kernels):
         if args.filter not in name:
             continue
         if kernel == "auto":
