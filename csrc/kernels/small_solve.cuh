@@ -12,22 +12,25 @@
 //    axpy form, reading column k as vectors (every lane reads the same address: a broadcast).
 //    The right-hand sides are loaded before the triangles, so both loads are in flight together.
 //
-// 2. Segment kernel, for a few columns of a large triangle (a single solve) and for complex128
-//    at 32 < m <= 64:
+// 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
+//    complex128 at 32 < m <= 48 (and at m <= 64 when the pipeline is not chosen):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
-//   - L's lower triangle is stored packed, column by column, in shared memory: column k holds
-//     rows k..m-1, so lanes reading L(i, k) for consecutive i hit consecutive words (no bank
-//     conflicts) and a 64x64 complex128 triangle needs 33 KB, inside every vendor's budget;
-//   - a warp is cut into segments of S lanes (S = the power of two >= m, at most the warp width);
-//     a segment owns one column of B, lane l holding rows l, l + S, ... in registers (RPL rows);
-//   - column-oriented forward substitution: at step k the lane holding row k divides by L(k, k),
-//     the value is broadcast to the segment with a shuffle, and every lane updates its rows below k.
-//     No __syncthreads inside the solve.
+//   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
+//     identity up to a compile-time M in {32, 64}: column k holds rows k..M-1, so lanes reading
+//     L(i, k) for consecutive i hit consecutive words and a 64x64 complex128 triangle needs 33 KB;
+//   - a 32-lane segment owns one column of B, lane l holding rows l and l + 32 in registers, with
+//     the reciprocals of those rows' pivots;
+//   - column-oriented forward substitution, unrolled over M: at step k the lane holding row k
+//     scales it, a shuffle broadcasts x_k, and every lane updates its rows below k. No
+//     __syncthreads and no shared-memory access on the dependent chain.
 //
 // Both take the division off the critical path: each pivot's reciprocal is computed once per
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
 // is exact enough there (zero, subnormal, huge or non-finite pivots; see pivot_reciprocal).
+// The kernels and launcher are templates here; small_solve_<dtype>.cu instantiate one data type
+// each, so that the four compile in parallel.
+#pragma once
 #include <type_traits>
 
 #include "trsm_problem.h"
@@ -207,90 +210,140 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     small_solve_columns_kernel<T, M, false><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
   return hsmaGetLastError();
 }
-constexpr int kPackedMax = int(kSmallMaxM * (kSmallMaxM + 1) / 2);
+constexpr int kSegment = 32;  // lanes per column in the segment kernel (also on 64-wide wavefronts)
 
-__host__ __device__ inline int packed_start(int k, int m) { return k * m - (k * (k - 1)) / 2; }
+template <int M> __host__ __device__ constexpr int packed_start(int k) { return k * M - (k * (k - 1)) / 2; }
 
-template <typename T, int RPL>
+// Segment substitution of one column: lane l owns rows l + kSegment * s (s < M / kSegment) in
+// b, and r holds the reciprocals of those rows' pivots. At step k the lane owning row k scales it
+// by its reciprocal (a register: no memory access on the dependent chain), a shuffle broadcasts
+// x_k, and every lane updates its rows below k with L(:, k) from the packed triangle.
+template <typename T, int M, bool kExact>
+__device__ __forceinline__ void substitute_segment(T (&b)[M / kSegment], const T (&r)[M / kSegment], const T* Ls,
+                                                   int lane, bool unit) {
+  constexpr int kRows = M / kSegment;
+#pragma unroll
+  for (int k = 0; k < M; ++k) {
+    const int s = k / kSegment, src = k % kSegment;
+    T v = b[s];
+    if (!unit) {
+      if constexpr (kExact)
+        v = divide_by_pivot(v, Ls[packed_start<M>(k)], r[s]);
+      else
+        v = v * r[s];
+    }
+    const T xk = shfl(v, src, kSegment);
+    if (lane == src) b[s] = xk;
+    const T* col = Ls + packed_start<M>(k) - k;  // col[i] = L(i, k) for i >= k
+#pragma unroll
+    for (int t = s; t < kRows; ++t) {
+      const int i = lane + t * kSegment;
+      if (i > k) b[t] = fms(b[t], col[i], xk);
+    }
+  }
+}
+
+// Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
+// block loads the triangle into shared memory (packed by columns, padded to the identity up to
+// M), then each warp-wide segment solves columns of the tile.
+template <typename T, int M>
 __global__ void __launch_bounds__(kSmallThreads)
-small_solve_kernel(SolveProblem<T> p, int seg_w, int64_t tile_cols, int64_t ntiles) {
-  __shared__ T Ls[kPackedMax];
-  __shared__ T Rs[kSmallMaxM];  // pivot reciprocals
+small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
+  constexpr int kRows = M / kSegment;
+  // The whole square in one round of loads (two for complex128, to stay within registers).
+  constexpr int kRounds = sizeof(T) >= 16 && M > 32 ? 2 : 1;
+  constexpr int kUnroll = M * M / kSmallThreads / kRounds;
+  __shared__ T Ls[M * (M + 1) / 2];
+  __shared__ T Rs[M];
+  __shared__ int exact;
   const int m = static_cast<int>(p.m);
   const int tid = static_cast<int>(threadIdx.x);
-  const int nthreads = static_cast<int>(blockDim.x);
-  const int nseg = nthreads / seg_w;
-  const int seg = tid / seg_w, lane = tid % seg_w;
+  const int nseg = kSmallThreads / kSegment;
+  const int seg = tid / kSegment, lane = tid % kSegment;
   // Consecutive threads walk the dimension of L with the smaller stride (coalesced loads).
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const int64_t ntasks = p.batch * ntiles;
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
-    const int64_t bidx = task / ntiles, tile = task % ntiles;
-    int64_t off[3];
+    int64_t bidx, tile, off[3];
+    task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
     const T* L = p.L + off[0];
     const T* B = p.B + off[1];
     T* X = p.X + off[2];
 
     __syncthreads();  // the previous task is done with Ls
-    for (int e0 = tid; e0 < m * m; e0 += nthreads * kLoadUnroll) {
-      T v[kLoadUnroll];  // independent loads in flight before any is stored
+    if (tid == 0) exact = 0;
+    __syncthreads();  // exact is cleared
+#pragma unroll 1
+    for (int round = 0; round < kRounds; ++round) {
+      T v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * nthreads;
-        const int i = k_fast ? e / m : e % m, k = k_fast ? e % m : e / m;
-        if (e < m * m && (i > k || (i == k && !p.unit))) v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = tid + (round * kUnroll + u) * kSmallThreads;
+        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+        v[u] = T(i == k ? 1 : 0);
+        if (i < m && k < m && (i > k || (i == k && !p.unit))) v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
       }
 #pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * nthreads;
-        const int i = k_fast ? e / m : e % m, k = k_fast ? e % m : e / m;
-        if (e < m * m && (i > k || (i == k && !p.unit))) Ls[packed_start(k, m) + (i - k)] = v[u];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = tid + (round * kUnroll + u) * kSmallThreads;
+        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+        if (i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
+        if (i == k) {
+          T rcp = T(1);
+          if (!p.unit) {
+            rcp = pivot_reciprocal(v[u]);
+            if (is_zero(rcp)) exact = 1;
+          }
+          Rs[k] = rcp;
+        }
       }
     }
     __syncthreads();
-    if (!p.unit) {
-      for (int k = tid; k < m; k += nthreads) Rs[k] = pivot_reciprocal(Ls[packed_start(k, m)]);
-    }
-    __syncthreads();
+    T r[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSegment];
+    const bool exact_task = exact != 0;
 
     const int64_t j_end = (tile + 1) * tile_cols < p.n ? (tile + 1) * tile_cols : p.n;
     for (int64_t j0 = tile * tile_cols; j0 < j_end; j0 += nseg) {
       const int64_t j = j0 + seg;
       const bool active = j < j_end;
-      T b[RPL];
+      T b[kRows];
 #pragma unroll
-      for (int s = 0; s < RPL; ++s) {
-        const int r = lane + s * seg_w;
-        b[s] = (active && r < m) ? p.alpha * B[r * p.b.row + j * p.b.col] : T(0);
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSegment;
+        b[s] = (active && row < m) ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
+      if (exact_task)
+        substitute_segment<T, M, true>(b, r, Ls, lane, p.unit);
+      else
+        substitute_segment<T, M, false>(b, r, Ls, lane, p.unit);
 #pragma unroll
-      for (int s = 0; s < RPL; ++s) {
-        const int k_end = (m - s * seg_w) < seg_w ? (m - s * seg_w) : seg_w;
-        int cs = packed_start(s * seg_w, m);  // packed start of column k
-        for (int kk = 0; kk < k_end; ++kk) {
-          const int k = s * seg_w + kk;
-          T xk = b[s];
-          if (!p.unit) xk = divide_by_pivot(xk, Ls[cs], Rs[k]);
-          xk = shfl(xk, kk, seg_w);
-          if (lane == kk) b[s] = xk;
-          const T* col = Ls + cs - k;  // col[i] = L(i, k) for i >= k
-#pragma unroll
-          for (int t = s; t < RPL; ++t) {
-            const int i = lane + t * seg_w;
-            if (i > k && i < m) b[t] = fms(b[t], col[i], xk);
-          }
-          cs += m - k;
-        }
-      }
-#pragma unroll
-      for (int s = 0; s < RPL; ++s) {
-        const int r = lane + s * seg_w;
-        if (active && r < m) X[r * p.x.row + j * p.x.col] = b[s];
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSegment;
+        if (active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
       }
     }
   }
+}
+
+template <typename T, int M>
+hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+  const int nseg = kSmallThreads / kSegment;
+  // Columns per task: one pass of all segments; more passes only while the grid stays full.
+  const int64_t sms = dev.multiprocessors;
+  int64_t passes = 1;
+  const int64_t n_pass = (p.n + nseg - 1) / nseg;
+  while (passes < 8 && passes < n_pass && p.batch * ((n_pass + 2 * passes - 1) / (2 * passes)) >= 4 * sms)
+    passes *= 2;
+  const int64_t tile_cols = nseg * passes;
+  const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
+  const int64_t ntasks = p.batch * ntiles;
+  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  small_solve_segments_kernel<T, M><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  return hsmaGetLastError();
 }
 
 }  // namespace
@@ -319,32 +372,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
     }
   }
-  int seg_w = 1;
-  while (seg_w < p.m && seg_w < dev.warp_size) seg_w *= 2;
-  const int rpl = static_cast<int>((p.m + seg_w - 1) / seg_w);
-  const int nseg = kSmallThreads / seg_w;
-  // Columns per task: one pass of all segments; more passes only while the grid stays full.
-  const int64_t sms = dev.multiprocessors;
-  int64_t passes = 1;
-  const int64_t n_pass = (p.n + nseg - 1) / nseg;
-  while (passes < 8 && passes < n_pass && p.batch * ((n_pass + 2 * passes - 1) / (2 * passes)) >= 4 * sms)
-    passes *= 2;
-  const int64_t tile_cols = nseg * passes;
-  const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
-  const int64_t ntasks = p.batch * ntiles;
-  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  if (rpl == 1)
-    small_solve_kernel<T, 1><<<grid, kSmallThreads, 0, stream>>>(p, seg_w, tile_cols, ntiles);
-  else if (rpl == 2)
-    small_solve_kernel<T, 2><<<grid, kSmallThreads, 0, stream>>>(p, seg_w, tile_cols, ntiles);
-  else
-    return hsmaError_t(1);
-  return hsmaGetLastError();
+  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream);
+  return launch_segments<T, 64>(p, dev, stream);
 }
-
-template hsmaError_t launch_small_solve<float>(const SolveProblem<float>&, hsmaStream_t);
-template hsmaError_t launch_small_solve<double>(const SolveProblem<double>&, hsmaStream_t);
-template hsmaError_t launch_small_solve<complex<float>>(const SolveProblem<complex<float>>&, hsmaStream_t);
-template hsmaError_t launch_small_solve<complex<double>>(const SolveProblem<complex<double>>&, hsmaStream_t);
-
 }  // namespace hsma
