@@ -88,6 +88,7 @@ if [[ " $STAGES " == *" profile "* ]]; then
 fi
 
 # Everything in one archive (the device tool returns a limited number of files).
-(cd "$OUTDIR" && tar czf run.tgz --exclude=run.tgz . && find . -type f ! -name run.tgz -delete)
+tmp_tgz=$(mktemp /tmp/run.XXXXXX.tgz)
+(cd "$OUTDIR" && tar czf "$tmp_tgz" . && find . -type f -delete && mv "$tmp_tgz" run.tgz)
 ls -la "$OUTDIR"
 exit $status

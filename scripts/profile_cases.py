@@ -31,7 +31,8 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            yield f"batched b={batch} m={m} n={n} {d}", d, (batch,), m, n, unit, "auto"
+            for kernel in ("auto", "columns", "segments") if m >= 32 else ("auto",):
+                yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         yield f"bcastA b=4096 m=64 n=64 {d}", d, "bcast", 64, 64, False, "auto"
         for m in (128, 256, 512, 1024):
             yield f"medium m=n={m} {d}", d, (), m, m, False, "auto"
