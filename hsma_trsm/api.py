@@ -40,7 +40,9 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     Method: on CUDA, k <= 64 is the shared-memory direct solve and larger k the blocked TRSM with
     inverted diagonal blocks and GEMM updates, after the HSMA-TRSM paper ("Hierarchical Shared
     Memory-Aware Optimization for TRSM on GPU Platforms"); on CPU, LAPACK ``?trsm`` through ATen.
-    Differentiable (first and higher order): the autograd formula is registered in C++.
+    Differentiable in reverse mode (first and higher order) and forward mode (torch.func.jvp,
+    torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
+    formulas are registered in C++.
     """
     return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
 
