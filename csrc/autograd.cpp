@@ -1,11 +1,15 @@
 // Autograd of torch.ops.hsma.trsm, in C++ so that a call with no gradient wanted costs no
 // Python (the Autograd kernel is on every call's path).
 //
-// The kernel is written the way PyTorch's generated VariableType kernels are (a hand-made
-// autograd Node, SavedVariables, forward-mode tangents set with _set_fw_grad), not with
-// torch::autograd::Function: a C++ custom Function has no forward-mode AD and refuses every
-// functorch transform (torch.func.grad / jvp / vjp / jacrev raise "cannot use C++
-// torch::autograd::Function with functorch transforms"). A plain Node works with all of them.
+// Three paths, chosen per call:
+//   - no gradient of either kind wanted: the op below autograd, no node, nothing saved;
+//   - reverse mode only, outside functorch transforms: a torch::autograd::Function (its node
+//     supports compiled autograd, torch._dynamo's compiled backward);
+//   - forward-mode tangents, or inside torch.func transforms: a hand-made autograd Node, the way
+//     PyTorch's generated VariableType kernels are written (SavedVariables, the tangent set with
+//     _set_fw_grad). A C++ custom Function has no forward mode and refuses every functorch
+//     transform ("cannot use C++ torch::autograd::Function with functorch transforms").
+// Both nodes run the same backward formula.
 //
 // With T = op(A) and X the forward result:
 //   left:  T X = alpha B  ->  G = T^{-H} gX,  gB = conj(alpha) G,  gT = -G X^H
@@ -22,7 +26,9 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
+#include <ATen/FuncTorchTLS.h>
 
 #include <memory>
 #include <mutex>
@@ -99,6 +105,36 @@ bool has_fw_grad(const at::Tensor& t) { return t.defined() && t._fw_grad(/*level
 // the tangent computation does not itself carry tangents.
 at::Tensor primal(const at::Tensor& t) { return has_fw_grad(t) ? t._fw_primal(/*level=*/0) : t; }
 
+// The backward formula: (gA, gB) from the cotangent gX (see the top of the file).
+struct SolveFlags {
+  bool left = true, upper = false, unit = false;
+  char trans = 'N';
+  c10::Scalar alpha = 1;
+};
+
+variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::Tensor& gX, const SolveFlags& f,
+                            bool want_a, bool want_b, c10::SymIntArrayRef a_shape, c10::SymIntArrayRef b_shape) {
+  variable_list out(2);
+  if (!gX.defined() || !(want_a || want_b)) return out;
+  // G = T^{-H} gX (left) or gX T^{-H} (right). T^H for op N is A^H ('C'), for 'C' it is A
+  // ('N'), for 'T' it is conj(A) (a conj view, solved with 'N').
+  const at::Tensor Aadj = (f.trans == 'T' && A.is_complex()) ? A.conj() : A;
+  const char* tadj = f.trans == 'N' ? "C" : "N";
+  const at::Tensor G = call_trsm(Aadj, gX, f.left, f.upper, tadj, f.unit, 1);
+  if (want_b) {
+    const at::Tensor gB = is_one(f.alpha) ? G : G * f.alpha.conj();
+    out[1] = at::sum_to(gB, b_shape);
+  }
+  if (want_a) {
+    at::Tensor gT = f.left ? -at::matmul(G, X.mH()) : -at::matmul(X.mH(), G);
+    if (f.trans == 'T') gT = gT.mT();
+    if (f.trans == 'C') gT = gT.mH();
+    out[0] = at::sum_to(project(gT, f.upper, f.unit), a_shape);
+  }
+  return out;
+}
+
+// The hand-made node (forward mode, functorch).
 struct TrsmBackward : public Node {
   std::string name() const override { return "HsmaTrsmBackward"; }
 
@@ -110,38 +146,71 @@ struct TrsmBackward : public Node {
 
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    variable_list out(2);
-    const at::Tensor& gX = grads[0];
     const bool want_a = task_should_compute_output(0), want_b = task_should_compute_output(1);
-    if (!gX.defined() || !(want_a || want_b)) return out;
-    const at::Tensor A = A_.unpack();
-    const at::Tensor X = X_.unpack(self_ptr(this, 0));
-
-    // G = T^{-H} gX (left) or gX T^{-H} (right). T^H for op N is A^H ('C'), for 'C' it is A
-    // ('N'), for 'T' it is conj(A) (a conj view, solved with 'N').
-    const at::Tensor Aadj = (trans == 'T' && A.is_complex()) ? A.conj() : A;
-    const char* tadj = trans == 'N' ? "C" : "N";
-    const at::Tensor G = call_trsm(Aadj, gX, left, upper, tadj, unit, 1);
-
-    if (want_b) {
-      const at::Tensor gB = is_one(alpha) ? G : G * alpha.conj();
-      out[1] = at::sum_to(gB, b_shape);
-    }
-    if (want_a) {
-      at::Tensor gT = left ? -at::matmul(G, X.mH()) : -at::matmul(X.mH(), G);
-      if (trans == 'T') gT = gT.mT();
-      if (trans == 'C') gT = gT.mH();
-      out[0] = at::sum_to(project(gT, upper, unit), a_shape);
-    }
-    return out;
+    if (!grads[0].defined() || !(want_a || want_b)) return variable_list(2);
+    return trsm_backward(A_.unpack(), X_.unpack(self_ptr(this, 0)), grads[0], flags, want_a, want_b, a_shape,
+                         b_shape);
   }
 
   SavedVariable A_, X_;
-  bool left = true, upper = false, unit = false;
-  char trans = 'N';
-  c10::Scalar alpha = 1;
+  SolveFlags flags;
   std::vector<c10::SymInt> a_shape, b_shape;  // symbolic under torch.compile(dynamic=True)
 };
+
+// The torch::autograd::Function (reverse mode outside functorch transforms).
+class TrsmFunction : public torch::autograd::Function<TrsmFunction> {
+ public:
+  // The backward reads only saved_data and the saved tensors and calls dispatcher ops, so
+  // compiled autograd may trace it into its graph instead of calling it opaquely.
+  static constexpr bool is_traceable = true;
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& A, const at::Tensor& B,
+                            bool left, bool upper, c10::string_view trans, bool unit, const c10::Scalar& alpha) {
+    at::Tensor X;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      X = call_trsm(A, B, left, upper, trans, unit, alpha);
+    }
+    ctx->saved_data["left"] = left;
+    ctx->saved_data["upper"] = upper;
+    ctx->saved_data["trans"] = std::string(1, parse_trans(trans));
+    ctx->saved_data["unit"] = unit;
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["a_shape"] = A.sym_sizes();
+    ctx->saved_data["b_shape"] = B.sym_sizes();
+    ctx->save_for_backward({A, X});
+    return X;
+  }
+
+  static variable_list backward(torch::autograd::AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    SolveFlags f;
+    f.left = ctx->saved_data["left"].toBool();
+    f.upper = ctx->saved_data["upper"].toBool();
+    f.trans = ctx->saved_data["trans"].toStringRef()[0];
+    f.unit = ctx->saved_data["unit"].toBool();
+    f.alpha = ctx->saved_data["alpha"].toScalar();
+    const std::vector<c10::SymInt> a_shape = ctx->saved_data["a_shape"].toSymIntVector();
+    const std::vector<c10::SymInt> b_shape = ctx->saved_data["b_shape"].toSymIntVector();
+    variable_list g = trsm_backward(saved[0], saved[1], grads[0], f, ctx->needs_input_grad(0),
+                                    ctx->needs_input_grad(1), a_shape, b_shape);
+    g.resize(7);  // no gradient for the non-tensor arguments
+    return g;
+  }
+};
+
+// Whether a torch::autograd::Function may be used here: not inside functorch transforms (the
+// same test Function::apply makes, which raises there).
+bool cpp_function_allowed() {
+  const auto& tls = at::functorch::functorchTLSAccessor();
+  if (!tls) return true;
+  try {
+    tls->checkSupportsCppAutogradFunction();
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
 
 // The tangent of X, given X (a plain tensor) and the tangents dA, dB (either may be undefined).
 at::Tensor trsm_tangent(const at::Tensor& A, const at::Tensor& X, const at::Tensor& dA, const at::Tensor& dB, bool left,
@@ -166,6 +235,9 @@ at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bo
     at::AutoDispatchBelowADInplaceOrView guard;
     return call_trsm(A, B, left, upper, trans, unitriangular, alpha);
   }
+  if (!need_tangent && cpp_function_allowed()) {
+    return TrsmFunction::apply(A, B, left, upper, trans, unitriangular, alpha);
+  }
   const char t = parse_trans(trans);
 
   NodePtr node;
@@ -174,11 +246,11 @@ at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bo
     node = NodeMaker<TrsmBackward, NodePtr>::make();
     fn = static_cast<TrsmBackward*>(node.get());
     fn->set_next_edges(torch::autograd::collect_next_edges(A, B));
-    fn->left = left;
-    fn->upper = upper;
-    fn->trans = t;
-    fn->unit = unitriangular;
-    fn->alpha = alpha;
+    fn->flags.left = left;
+    fn->flags.upper = upper;
+    fn->flags.trans = t;
+    fn->flags.unit = unitriangular;
+    fn->flags.alpha = alpha;
     fn->a_shape = A.sym_sizes().vec();
     fn->b_shape = B.sym_sizes().vec();
     fn->A_ = SavedVariable(A, /*is_output=*/false);

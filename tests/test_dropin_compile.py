@@ -134,6 +134,27 @@ def test_compile_out_vmap_jvp(device, fresh_dynamo, gen):
                                tangent(Af, B, dA), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_autograd(device, fresh_dynamo, gen):
+    """torch._dynamo's compiled autograd (the backward graph traced at backward time) through the
+    op's autograd node gives eager's gradients."""
+    dtype = torch.float64
+    A, B, C = _problem(6, (2,), 3, dtype, device, gen)
+
+    ca = torch._dynamo.compiled_autograd
+    enable = getattr(ca, "_enable", None) or ca.enable
+    torch._dynamo.utils.counters.clear()
+    with enable(torch.compile(backend="aot_eager", fullgraph=True)):
+        loss = _step(A, B, C)
+        loss.backward()
+    loss = loss.detach()
+    assert torch._dynamo.utils.counters["compiled_autograd"]["captures"] == 1
+    loss_ref, grads_ref = _eager(A, B, C)
+    torch.testing.assert_close(loss, loss_ref, rtol=1e-12, atol=1e-12)
+    for t, g_ref in zip((A, B, C), grads_ref):
+        torch.testing.assert_close(t.grad, g_ref, rtol=1e-10, atol=1e-12)
+
+
 # ---------------------------------------------------------------------------------------------
 # opcheck: every (left, upper, trans, unit) variant in every dtype, with the layout, batch shape
 # and alpha cycling through the list below. The quick checks (schema, autograd registration,

@@ -214,9 +214,13 @@ def test_no_grad_fast_path_builds_no_graph(device, gen):
         assert X.grad_fn is None and X.is_inference()
     X = torch.ops.hsma.trsm(A.detach(), B)  # grad mode on, nothing requires grad
     assert X.grad_fn is None and not X.requires_grad
-    X = torch.ops.hsma.trsm(A, B)
-    assert X.requires_grad and X.grad_fn.name() == "HsmaTrsmBackward"
-    assert X.grad_fn.next_functions[1][0] is None  # B needs no gradient: no edge
+    X = torch.ops.hsma.trsm(A, B)  # reverse mode only: a torch::autograd::Function node
+    assert X.requires_grad and "TrsmFunction" in X.grad_fn.name()
+    with fwAD.dual_level():  # with a tangent: the hand-made node, which also sets the tangent
+        Xd = torch.ops.hsma.trsm(A, fwAD.make_dual(B, torch.ones_like(B)))
+        assert Xd.grad_fn.name() == "HsmaTrsmBackward"
+        assert Xd.grad_fn.next_functions[1][0] is None  # B needs no gradient: no edge
+        assert fwAD.unpack_dual(Xd).tangent is not None
     # A saved-tensor graph is released after backward; a second backward is refused.
     X.sum().backward()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
