@@ -209,6 +209,7 @@ def _legacy_inputs(A_dims, b_dims, upper, unitriangular, dtype, device, gen):
     return _randn(b_dims, dtype, device, gen), A
 
 
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_triangular_solve_cases(device, dtype):
@@ -239,6 +240,7 @@ def test_triangular_solve_batched(device, dtype):
         assert _legacy(b, A, upper, uni, transpose).shape == b.shape
 
 
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 def test_triangular_solve_many_batches(device, dtype):
@@ -460,7 +462,7 @@ ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, tor
 def test_dtype_support_matches_torch(device):
     """Same dtypes accepted; where torch raises, ours raises an instance of torch's type."""
     for dtype in ALL_DTYPES:
-        A = torch.eye(3, device=device).to(dtype) * 2
+        A = (torch.eye(3, device=device) * 2).to(dtype)
         B = torch.ones(3, 2, device=device).to(dtype)
         r_t, _ = _run(lambda: theirs(A, B, upper=False))
         r_o, _ = _run(lambda: ours(A, B, upper=False))

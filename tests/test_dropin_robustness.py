@@ -258,7 +258,8 @@ def test_cuda_path_sweep(device, k, batch, other, left, upper, trans, unit, dtyp
     Bi = B.clone()
     torch.ops.hsma.trsm_(A, Bi, alpha=default_alpha(dtype), **kw)
     sync(device)
-    torch.testing.assert_close(Bi, X, rtol=0, atol=0)
+    tol = forward_tolerance(dtype, k)
+    torch.testing.assert_close(Bi, X, rtol=tol, atol=tol * X.abs().max().item())
     # Backward (the adjoint solve and its GEMMs).
     A0 = make_triangular(k, batch=batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen, fill=0.0)
     A0.requires_grad_()
