@@ -3,7 +3,7 @@ import warnings
 
 import torch
 
-__all__ = ["solve_triangular", "trsm", "trsm_"]
+__all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
 
 
 def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
