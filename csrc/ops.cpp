@@ -111,6 +111,10 @@ static void trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool u
   HSMA_CHECK(!(c10::GradMode::is_enabled() && (A.requires_grad() || B.requires_grad())),
               "hsma::trsm_: the in-place solve does not support autograd (A or B requires grad); "
               "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
+  // Forward mode likewise: B's tangent would silently go stale.
+  HSMA_CHECK(!(A._fw_grad(/*level=*/0).defined() || B._fw_grad(/*level=*/0).defined()),
+              "hsma::trsm_: the in-place solve does not support forward-mode AD (A or B has a tangent); "
+              "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("hsma::trsm_", "")
                        .typed<void(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,

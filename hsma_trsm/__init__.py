@@ -11,7 +11,7 @@ Public API:
         the BLAS-style solve op(A) X = alpha B (left) or X op(A) = alpha B (right).
 """
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
-from .api import solve_triangular, trsm, trsm_
+from .api import UnsupportedDtypeError, solve_triangular, trsm, trsm_
 
-__all__ = ["solve_triangular", "trsm", "trsm_"]
+__all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
 __version__ = "0.1.0"

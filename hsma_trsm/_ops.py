@@ -47,5 +47,61 @@ def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular
     _result_shape(A, B, left)
 
 
-# The autograd formula is registered in C++ (csrc/autograd.cpp), so calls that want no gradient
-# never enter Python.
+# The autograd formula (reverse and forward mode) is registered in C++ (csrc/autograd.cpp), so
+# calls that want no gradient never enter Python.
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap: batch rules. The op broadcasts leading batch dims itself, so a vmapped dim only has to
+# become the leading batch dim: it is moved to the front, and the operand with fewer (logical)
+# batch dims gets size-1 dims after it so that the vmapped dims line up. One call of the op then
+# solves the whole vmapped batch (no per-sample loop, no copy: movedim and indexing are views).
+
+
+def _logical_batch_rank(t, bdim, name):
+    nd = t.dim() - (bdim is not None)
+    if nd < 2:
+        shape = list(t.shape)
+        if bdim is not None:
+            del shape[bdim]
+        what = "(*, k, k)" if name == "A" else "(*, m, n)"
+        raise RuntimeError(f"hsma::trsm: {name} must have at least 2 dimensions {what}, got shape {shape}")
+    return nd - 2
+
+
+def _batched_to_front(t, bdim, rank, target_rank):
+    """t with its vmapped dim first, followed by (target_rank - rank) size-1 dims."""
+    t = t.movedim(bdim, 0)
+    pad = target_rank - rank
+    return t[(slice(None),) + (None,) * pad] if pad else t
+
+
+def _align_vmapped(A, a_dim, B, b_dim):
+    ra = _logical_batch_rank(A, a_dim, "A")
+    rb = _logical_batch_rank(B, b_dim, "B")
+    r = max(ra, rb)
+    if a_dim is not None:
+        A = _batched_to_front(A, a_dim, ra, r)
+    if b_dim is not None:
+        B = _batched_to_front(B, b_dim, rb, r)
+    return A, B
+
+
+@torch.library.register_vmap("hsma::trsm")
+def _trsm_vmap(info, in_dims, A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
+    A, B = _align_vmapped(A, in_dims[0], B, in_dims[1])
+    X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    return X, 0
+
+
+@torch.library.register_vmap("hsma::trsm_")
+def _trsm_inplace_vmap(info, in_dims, A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
+    if in_dims[1] is None:
+        raise RuntimeError(
+            "vmap: hsma::trsm_(A, B) writes its result into B, but B is not batched while A is; "
+            "the batched result cannot be written into B (use the functional hsma_trsm.trsm)"
+        )
+    # B.movedim(...) is a view of B, so the in-place solve writes B's own memory.
+    A, B = _align_vmapped(A, in_dims[0], B, in_dims[1])
+    torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    return None, None

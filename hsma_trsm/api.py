@@ -3,7 +3,7 @@ import warnings
 
 import torch
 
-__all__ = ["solve_triangular", "trsm", "trsm_"]
+__all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
 
 
 def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
@@ -40,7 +40,9 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     Method: on CUDA, k <= 64 is the shared-memory direct solve and larger k the blocked TRSM with
     inverted diagonal blocks and GEMM updates, after the HSMA-TRSM paper ("Hierarchical Shared
     Memory-Aware Optimization for TRSM on GPU Platforms"); on CPU, LAPACK ``?trsm`` through ATen.
-    Differentiable (first and higher order): the autograd formula is registered in C++.
+    Differentiable in reverse mode (first and higher order) and forward mode (torch.func.jvp,
+    torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
+    formulas are registered in C++.
     """
     return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
 
@@ -53,6 +55,15 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
     """
     torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
     return B
+
+
+_SOLVER_DTYPES = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+
+
+class UnsupportedDtypeError(TypeError, NotImplementedError):
+    """A dtype the solver has no kernel for. A TypeError (as ``torch.ops.hsma.trsm`` raises) and
+    a NotImplementedError (as ``torch.linalg.solve_triangular`` raises for such dtypes), so code
+    written against either keeps catching it."""
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
@@ -68,18 +79,59 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         upper (bool): keyword-only, required, as in torch.
         left (bool): default True.
         unitriangular (bool): default False.
-        out (Tensor, optional): written with the result; resized (with torch's warning when it
-            had elements) if its shape differs; must have the result's dtype and device.
+        out (Tensor, optional): receives the result, as in torch: ``out=B`` is an in-place solve;
+            an ``out`` of another shape is resized (with torch's deprecation warning when it had
+            elements; to torch's column-major layout); its dtype must be the result's and its
+            device A's (RuntimeError otherwise); conjugate and negative views are written so that
+            they read as the result; not differentiable (RuntimeError when an input or ``out``
+            requires grad, NotImplementedError with forward-mode tangents, as torch).
 
     Returns:
         Tensor: the solution, shape ``(*broadcast batch, rows of B, cols of B)``.
 
-    Dtypes float32, float64, complex64, complex128; errors as :func:`trsm` (plus out's dtype and
-    device mismatches). Method and differentiability as :func:`trsm`.
+    Differences from torch, where torch is wrong:
+        - A and B of different dtypes are both converted to ``torch.promote_types``; torch
+          converts B to A's dtype, which silently drops B's imaginary part (real A, complex B)
+          or precision (float32 A, float64 B). Where torch's conversion loses nothing the two
+          agree (same result dtype, same values).
+        - ``out`` that overlaps A (e.g. ``out=A``): the solve reads A before ``out`` is written,
+          so the result is right; torch overwrites A with B first and returns garbage.
+
+    Dtypes float32, float64, complex64, complex128 (others raise :class:`UnsupportedDtypeError`,
+    a TypeError and NotImplementedError); errors otherwise as :func:`trsm`. Method and
+    differentiability (reverse, forward, higher order, vmap) as :func:`trsm`.
     """
-    X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
+    if A.dtype is not B.dtype:
+        dtype = torch.promote_types(A.dtype, B.dtype)
+        A, B = A.to(dtype), B.to(dtype)
+    if A.dtype not in _SOLVER_DTYPES:
+        raise UnsupportedDtypeError(
+            f"hsma_trsm.solve_triangular: no solver for dtype {A.dtype} (float32, float64, complex64, complex128)"
+        )
     if out is None:
-        return X
+        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
+    return _solve_triangular_out(A, B, upper, left, unitriangular, out)
+
+
+def _has_tangent(t):
+    return torch.autograd.forward_ad.unpack_dual(t).tangent is not None
+
+
+def _solve_triangular_out(A, B, upper, left, unitriangular, out):
+    """solve_triangular's out= path, with torch.linalg.solve_triangular's rules."""
+    if torch.is_grad_enabled() and (A.requires_grad or B.requires_grad or out.requires_grad):
+        raise RuntimeError(
+            "linalg_solve_triangular(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+    if _has_tangent(A) or _has_tangent(B) or _has_tangent(out):
+        raise NotImplementedError(
+            "Trying to use forward AD with hsma_trsm.solve_triangular(out=...) that does not support it "
+            "because it is an out= function"
+        )
+    # The solve comes first (it validates A and B, and it reads A before out is written, so an
+    # out that overlaps A is safe), then out is checked, resized and written.
+    X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     if out.dtype != X.dtype:
         raise RuntimeError(
             f"hsma_trsm.solve_triangular: out has dtype {out.dtype}, expected the result's dtype {X.dtype}"
@@ -89,16 +141,23 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
             f"hsma_trsm.solve_triangular: out is on {out.device}, expected the result's device {X.device}"
         )
     if out.shape != X.shape:
-        if out.numel() != 0:
+        if out.numel() != 0:  # torch's resize_output warning, word for word
             warnings.warn(
-                f"An output with one or more elements was resized since it had shape {tuple(out.shape)}, "
-                f"which does not match the required output shape {tuple(X.shape)}. This behavior is "
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                f"which does not match the required output shape {list(X.shape)}. This behavior is "
                 "deprecated, and in a future PyTorch release outputs will not be resized unless they "
                 "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
                 "to zero elements with t.resize_(0).",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        out.resize_(X.shape)
+        # torch.linalg.solve_triangular leaves a resized out column-major (Fortran) in its last two
+        # dims, except when A (broadcast) is a column-major conjugate view.
+        A_b = A.expand(*X.shape[:-2], *A.shape[-2:]) if A.shape[:-2] != X.shape[:-2] else A
+        if A_b.is_conj() and A_b.mT.is_contiguous():
+            out.resize_(X.shape)
+        else:
+            out.resize_(*X.shape[:-2], X.shape[-1], X.shape[-2])
+            out.transpose_(-2, -1)
     out.copy_(X)
     return out

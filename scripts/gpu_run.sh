@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full run on a GPU machine (the H200): build (sm_90, all cores), the whole test suite on
 # the GPU, the benchmark against torch; logs and CSVs go to the folder given (default $OUT, else
-# ./gpu-out). STAGES (default "build tune test bench") selects steps; PYTEST_ARGS adds pytest
+# ./gpu-out). STAGES (default "build tune test sanitize bench") selects steps; PYTEST_ARGS adds pytest
 # options, BENCH_ARGS / TUNE_ARGS benchmark / tuner options. The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-${OUT:-gpu-out}}
 mkdir -p "$OUTDIR"
-STAGES=${STAGES:-build tune test bench}
+STAGES=${STAGES:-build tune test sanitize bench}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
@@ -57,6 +57,32 @@ if [[ " $STAGES " == *" test "* ]]; then
   echo "tests took $(( $(date +%s) - start )) s"
   grep -E "passed|failed|error" "$OUTDIR/tests.log" | tail -n 3
   grep -E "^(FAILED|ERROR)" "$OUTDIR/tests.log" | head -n 40
+fi
+
+if [[ " $STAGES " == *" sanitize "* ]]; then
+  # compute-sanitizer memcheck and racecheck over a small GPU test subset: every CUDA path once
+  # (small column and segment kernels, direct leaves, inverted blocks in both variants, in place,
+  # backward), tests/test_dropin_robustness.py -k cuda_path_sweep; SANITIZE_K / SANITIZE_TESTS
+  # change the selection. torch's caching allocator is off, so each tensor is its own allocation
+  # and an out-of-bounds access inside a cached block cannot hide from memcheck.
+  echo "== sanitize"
+  SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/compute-sanitizer")}
+  if [ -x "$SAN" ]; then
+    for tool in memcheck racecheck; do
+      start=$(date +%s)
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_TIMEOUT:-240}" "$SAN" --tool "$tool" --print-limit 100 \
+        --error-exitcode 42 --target-processes all \
+        "$PY" -m pytest -q -p no:cacheprovider ${SANITIZE_TESTS:-tests/test_dropin_robustness.py} \
+        -k "${SANITIZE_K:-cuda_path_sweep}" >"$OUTDIR/sanitize_$tool.log" 2>&1
+      rc=$?
+      echo "$tool: exit $rc in $(( $(date +%s) - start )) s$([ $rc -eq 124 ] && echo ' (timed out)')"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|(passed|failed|skipped|error).* in [0-9.]+s" "$OUTDIR/sanitize_$tool.log" | tail -n 3
+      [ $rc -eq 0 ] || status=1
+    done
+  else
+    echo "compute-sanitizer not found (set COMPUTE_SANITIZER); sanitize stage skipped"
+    status=1
+  fi
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then

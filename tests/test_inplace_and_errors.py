@@ -352,8 +352,13 @@ def test_error_solve_triangular(device, gen):
         hsma_trsm.solve_triangular(A, B, upper=False, out=torch.empty(4, 3, dtype=torch.float32, device=device))
     with pytest.raises(RuntimeError, match=r"^hsma::trsm: A is 4x4 but B is"):
         hsma_trsm.solve_triangular(A, B, upper=False, left=False)
+    # Mixed dtypes: accepted as torch accepts them, both promoted (tests/test_dropin_parity.py).
+    X = hsma_trsm.solve_triangular(A, B.float(), upper=False)
+    assert X.dtype == torch.float64
     with pytest.raises(TypeError, match=r"^hsma::trsm: A and B must have the same dtype"):
-        hsma_trsm.solve_triangular(A, B.float(), upper=False)
+        torch.ops.hsma.trsm(A, B.float(), upper=False)  # the op itself stays strict
+    with pytest.raises(NotImplementedError, match=r"no solver for dtype torch.int64"):
+        hsma_trsm.solve_triangular(A.long(), B.long(), upper=False)
     if HAS_CUDA:
         other = "cpu" if device != "cpu" else "cuda"
         with pytest.raises(RuntimeError, match=r"out is on"):

@@ -1,0 +1,113 @@
+"""CUDA graphs and host synchronisation (CUDA only).
+
+- A training step (forward and backward through the op and the drop-in) captured into a CUDA graph
+  on the current stream and replayed with new inputs gives eager's results. Capture runs in
+  torch's default "global" error mode, so a cudaMalloc outside torch's caching allocator, a launch
+  on another stream or a synchronising call inside the op would make the capture fail.
+- With torch.cuda.set_sync_debug_mode("error"), eager forward and backward raise on any
+  host-device synchronisation torch performs.
+- torch.compile(mode="reduce-overhead") (inductor + CUDA-graph trees) of the same step."""
+import pytest
+import torch
+
+import hsma_trsm
+from conftest import CUDA_DEVICES, dtype_id, make_generator, make_rhs, make_triangular
+
+# (k, batch, dtype): the small path, the direct-leaf blocked path, the inverted-block path.
+CASES = [
+    pytest.param(16, (64,), torch.float32, id="small-k16-batch64"),
+    pytest.param(100, (2,), torch.float64, id="blocked-k100"),
+    pytest.param(300, (), torch.complex64, id="inverted-blocks-k300"),
+]
+
+
+def _step(W, B, C):
+    """Loss and gradients of a step that uses the drop-in (left, right) and the op."""
+    X = hsma_trsm.solve_triangular(W, B, upper=False)
+    Y = torch.ops.hsma.trsm(W, X, upper=False, trans="C", alpha=0.5)
+    Z = hsma_trsm.solve_triangular(W, C, upper=False, left=False, unitriangular=True)
+    loss = (Y.abs() ** 2).sum() + (Z.abs() ** 2).sum()
+    gW, gB, gC = torch.autograd.grad(loss, (W, B, C))
+    return loss.detach(), gW, gB, gC
+
+
+def _inputs(k, batch, dtype, device, seed):
+    gen = make_generator(seed)
+    W = make_triangular(k, batch=batch, dtype=dtype, device=device, gen=gen, fill=0.0).requires_grad_()
+    B = make_rhs((*batch, k, 3), dtype=dtype, device=device, gen=gen).requires_grad_()
+    C = make_rhs((*batch, 2, k), dtype=dtype, device=device, gen=gen).requires_grad_()
+    return W, B, C
+
+
+def _tol(dtype):
+    return dict(rtol=1e-4, atol=1e-4) if dtype in (torch.float32, torch.complex64) else dict(rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("k,batch,dtype", CASES)
+def test_cuda_graph_training_step(device, k, batch, dtype):
+    static = _inputs(k, batch, dtype, device, seed=1)
+    # Warm up on a side stream (first calls set up cuBLAS handles, read the block-size table).
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            _step(*static)
+    torch.cuda.current_stream().wait_stream(s)
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # captures on its own stream, which is the current stream inside
+        static_out = _step(*static)
+
+    for seed in (2, 3):
+        fresh = _inputs(k, batch, dtype, device, seed=seed)
+        with torch.no_grad():
+            for dst, src in zip(static, fresh):
+                dst.copy_(src)
+        g.replay()
+        torch.cuda.synchronize()
+        eager = _step(*fresh)
+        for got, want in zip(static_out, eager):
+            torch.testing.assert_close(got, want, **_tol(dtype))
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("k,batch,dtype", CASES)
+def test_no_host_sync_in_forward_or_backward(device, k, batch, dtype):
+    inputs = _inputs(k, batch, dtype, device, seed=4)
+    _step(*inputs)  # first call outside the check: one-time setup (table lookup, handles)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = _step(*inputs)
+        Bi = inputs[1].detach().clone()
+        torch.ops.hsma.trsm_(inputs[0].detach(), Bi, upper=False)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(t).all() for t in out)
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+def test_compile_reduce_overhead(device, dtype):
+    """inductor with CUDA-graph trees: forward and backward replayed from graphs equal eager."""
+    torch._dynamo.reset()
+    try:
+        def loss_fn(W, B):
+            X = hsma_trsm.solve_triangular(W, B, upper=False)
+            return (torch.tanh(X) ** 2).sum()
+
+        cf = torch.compile(loss_fn, mode="reduce-overhead", fullgraph=True)
+        for seed in (1, 2, 3):  # several calls: warm-up, record, replay
+            W, B, _ = _inputs(40, (8,), dtype, device, seed=seed)
+            loss = cf(W, B)
+            gW, gB = torch.autograd.grad(loss, (W, B))
+            W2, B2 = W.detach().clone().requires_grad_(), B.detach().clone().requires_grad_()
+            loss2 = loss_fn(W2, B2)
+            gW2, gB2 = torch.autograd.grad(loss2, (W2, B2))
+            torch.testing.assert_close(loss.detach().clone(), loss2.detach(), **_tol(dtype))
+            torch.testing.assert_close(gW.clone(), gW2, **_tol(dtype))
+            torch.testing.assert_close(gB.clone(), gB2, **_tol(dtype))
+    finally:
+        torch._dynamo.reset()

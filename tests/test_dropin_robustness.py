@@ -1,0 +1,269 @@
+"""Numerical robustness and determinism.
+
+- Subnormal and huge pivots: row-scaled systems (T = D T0 for a left solve, T0 D for a right one)
+  whose solution is O(1) while some pivots' reciprocals overflow (subnormal pivots) or underflow
+  (huge pivots). A solver that multiplies by 1/d gets inf or garbage; one that divides is right.
+  Reference: substitution in extended precision (NumPy longdouble, whose exponent range covers
+  these values as normal numbers) on exactly the values the solver saw. torch's error is reported
+  alongside.
+- inf/nan propagation: which entries are non-finite is the same for a batch and for its
+  matrices solved one by one, and (with CUDA) on the GPU and the CPU.
+- Determinism: repeated runs give bitwise the same result (forward and backward).
+- A sweep that runs every CUDA code path once on small inputs (what scripts/gpu_run.sh runs under
+  compute-sanitizer: `-k cuda_path_sweep`)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import hsma_trsm
+from conftest import (
+    CUDA_DEVICES,
+    DEVICES,
+    b_shape,
+    call_and_check,
+    default_alpha,
+    dtype_id,
+    forward_tolerance,
+    make_generator,
+    make_rhs,
+    make_triangular,
+    sync,
+    to_numpy_wide,
+)
+
+LD = np.longdouble
+HAS_EXTENDED = np.finfo(LD).maxexp >= 16384 or np.finfo(LD).nexp > 11
+
+# Scales per dtype: a subnormal pivot d = s * t (|t| in [1, 2]) has 1/d beyond the largest
+# finite value; a huge one has 1/d below the smallest normal.
+SCALES = {
+    torch.float32: dict(sub=2.0 ** -130, huge=2.0 ** 126),
+    torch.float64: dict(sub=2.0 ** -1050, huge=2.0 ** 1022),
+}
+
+
+def _real(dtype):
+    return {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+
+
+def _substitute_ld(T, B, lower):
+    """X with T X = B by substitution in extended precision (T, B longdouble NumPy arrays)."""
+    k = T.shape[-1]
+    X = np.zeros(B.shape, dtype=B.dtype)
+    for i in (range(k) if lower else range(k - 1, -1, -1)):
+        X[i] = (B[i] - T[i, :] @ X) / T[i, i]
+    return X
+
+
+def _to_ld(t):
+    a = to_numpy_wide(t)
+    return a.astype(np.clongdouble if np.iscomplexobj(a) else LD)
+
+
+def _scaled_problem(k, n, dtype, left, lower, pattern, device, gen):
+    """(T, X_true): T = D T0 (left) / T0 D (right) with D cycling through the pattern's scales."""
+    s = SCALES[_real(dtype)]
+    cycle = {"sub": [1.0, s["sub"]], "huge": [1.0, s["huge"]], "mixed": [1.0, s["sub"], s["huge"]]}[pattern]
+    T0 = make_triangular(k, dtype=torch.complex128 if dtype.is_complex else torch.float64, upper=not lower,
+                         gen=gen, fill=0.0)
+    T0 = _to_ld(T0)
+    d = np.array([cycle[i % len(cycle)] for i in range(k)], dtype=LD)
+    T = d[:, None] * T0 if left else T0 * d[None, :]
+    # A small solution keeps the huge rows' right-hand sides far from overflow.
+    Xt = 0.01 * _to_ld(make_rhs((k, n) if left else (n, k), dtype=dtype, gen=gen))
+    return T, Xt
+
+
+@pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("pattern", ["sub", "huge", "mixed"])
+@pytest.mark.parametrize("k", [5, 40, 150, 300])
+@pytest.mark.parametrize("left,lower,trans", [(True, True, "N"), (False, False, "T"), (True, False, "C"),
+                                              (False, True, "N")])
+def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans):
+    gen = make_generator(k * 7 + len(pattern))
+    n = 3
+    T, Xt = _scaled_problem(k, n, dtype, left, lower, pattern, device, gen)
+    # The hazard is there: some pivots' reciprocals overflow (sub) or are subnormal (huge).
+    recip = 1 / torch.from_numpy(np.abs(np.diagonal(T)).astype(np.float64)).to(_real(dtype))
+    if pattern != "huge":
+        assert torch.isinf(recip).any()
+    if pattern != "sub":
+        assert ((recip > 0) & (recip < torch.finfo(_real(dtype)).smallest_normal)).any()
+    # The solver's inputs: op(A) = T, so A = T, T^T or T^H; B = T X (left) or X T (right).
+    A_ld = {"N": T, "T": T.T, "C": T.conj().T}[trans]
+    upper = (not lower) if trans == "N" else lower
+    B_ld = T @ Xt if left else Xt @ T
+    A = torch.from_numpy(A_ld.astype(np.complex128 if dtype.is_complex else np.float64)).to(device, dtype)
+    B = torch.from_numpy(B_ld.astype(np.complex128 if dtype.is_complex else np.float64)).to(device, dtype)
+    # The reference solves the rounded system the solver sees.
+    Tr = {"N": _to_ld(A), "T": _to_ld(A).T, "C": _to_ld(A).conj().T}[trans]
+    Br = _to_ld(B)
+    ref = _substitute_ld(Tr, Br, lower) if left else _substitute_ld(Tr.T, Br.T, not lower).T
+
+    def err(X):
+        Xn = _to_ld(X)
+        return float(np.linalg.norm((Xn - ref).astype(np.complex128)) / np.linalg.norm(ref.astype(np.complex128)))
+
+    X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans)
+    sync(device)
+    finite = bool(torch.isfinite(X).all())
+    e = err(X) if finite else math.inf
+    # Subnormal rows carry absolute rounding of ~2^-(mantissa) of the smallest subnormal.
+    fin = torch.finfo(_real(dtype))
+    granularity = fin.smallest_normal * fin.eps / SCALES[_real(dtype)]["sub"] if pattern != "huge" else 0.0
+    tol = forward_tolerance(dtype, k) + 30 * math.sqrt(k) * granularity
+    T_op = {"N": A, "T": A.mT, "C": A.mH}[trans]
+    Xt_torch = torch.linalg.solve_triangular(T_op, B, upper=lower is False, left=left)
+    e_torch = err(Xt_torch) if bool(torch.isfinite(Xt_torch).all()) else math.inf
+    assert finite, f"non-finite entries (torch: error {e_torch:.2e})"
+    assert e <= tol, f"relative error {e:.2e} > {tol:.2e} (torch.linalg.solve_triangular: {e_torch:.2e})"
+    if pattern == "sub":  # the drop-in, the same solve
+        if trans == "N":
+            Xd = hsma_trsm.solve_triangular(A, B, upper=upper, left=left)
+            assert torch.isfinite(Xd).all() and err(Xd) <= tol
+
+
+# ---------------------------------------------------------------------------------------------
+# inf / nan propagation: batched vs one by one, GPU vs CPU.
+
+
+def _poisoned_batch(k, dtype, device, gen, left, upper):
+    """A batch of 5 systems: clean; a zero pivot; NaN in the read triangle; inf in B; NaN in B."""
+    A = make_triangular(k, batch=(5,), dtype=dtype, upper=upper, device=device, gen=gen, fill=0.0)
+    B = make_rhs(b_shape(k, 4, left=left, batch=(5,)), dtype=dtype, device=device, gen=gen)
+    j = k // 3
+    A[1, j, j] = 0
+    lo, hi = (j + 1, j) if not upper else (j, j + 1)
+    if k > 1:
+        A[2, lo, hi] = float("nan")  # inside the read triangle
+    if left:
+        B[3, j, 1] = float("inf")
+        B[4, k - 1 - j, 2] = float("nan")
+    else:
+        B[3, 1, j] = float("inf")
+        B[4, 2, k - 1 - j] = float("nan")
+    return A, B
+
+
+# Systems 2 and 4 hold NaN only: every entry that depends on it is NaN whatever the order of
+# operations, so the NaN pattern itself must match. Systems 1 and 3 (a zero pivot, an inf) give
+# inf or nan depending on summation order (inf - inf), so there only "non-finite" must match.
+NAN_ONLY = (2, 4)
+
+
+def _assert_same_nonfinite(X, Y, what, nan_exact=False):
+    X, Y = X.cpu(), Y.cpu()
+    assert torch.equal(torch.isfinite(X), torch.isfinite(Y)), f"{what}: different non-finite entries"
+    if nan_exact:
+        assert torch.equal(torch.isnan(X), torch.isnan(Y)), f"{what}: different NaN entries"
+    fin = torch.isfinite(X)
+    torch.testing.assert_close(X[fin], Y[fin], rtol=1e-4, atol=1e-4, msg=what)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("k", [1, 9, 40, 100, 300])
+@pytest.mark.parametrize("left,upper,trans", [(True, False, "N"), (False, True, "T"), (True, True, "C")])
+def test_nonfinite_batched_vs_unbatched(device, dtype, k, left, upper, trans):
+    gen = make_generator(k + 3)
+    A, B = _poisoned_batch(k, dtype, device, gen, left, upper)
+    kw = dict(left=left, upper=upper, trans=trans)
+    X = torch.ops.hsma.trsm(A, B, **kw)
+    assert torch.isfinite(X[0]).all(), "a clean system next to poisoned ones must stay finite"
+    if k > 1:
+        assert not torch.isfinite(X[1:]).all(dim=(-2, -1)).any(), "every poisoned system has non-finite entries"
+    for i in range(5):
+        _assert_same_nonfinite(X[i], torch.ops.hsma.trsm(A[i], B[i], **kw), f"system {i} batched vs alone",
+                               nan_exact=i in NAN_ONLY)
+    # Broadcast A (one matrix for the batch) vs the same matrix materialised.
+    Xb = torch.ops.hsma.trsm(A[1], B, **kw)
+    Xe = torch.ops.hsma.trsm(A[1].expand_as(A).contiguous(), B, **kw)
+    _assert_same_nonfinite(Xb, Xe, "broadcast A vs expanded copy")
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64], ids=dtype_id)
+@pytest.mark.parametrize("k", [9, 40, 100, 300])
+def test_nonfinite_cuda_vs_cpu(device, dtype, k):
+    gen = make_generator(k + 4)
+    for left, upper, trans in [(True, False, "N"), (False, True, "C")]:
+        A, B = _poisoned_batch(k, dtype, "cpu", gen, left, upper)
+        kw = dict(left=left, upper=upper, trans=trans)
+        X_gpu, X_cpu = torch.ops.hsma.trsm(A.to(device), B.to(device), **kw), torch.ops.hsma.trsm(A, B, **kw)
+        for i in range(5):
+            _assert_same_nonfinite(X_gpu[i], X_cpu[i], f"k={k} {kw} system {i}: CUDA vs CPU", nan_exact=i in NAN_ONLY)
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism: the same inputs give bitwise the same outputs, forward and backward.
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("k,batch,other", [(8, (500,), 16), (48, (3,), 1), (64, (), 200), (150, (2,), 40),
+                                           (600, (), 64)])
+def test_bitwise_deterministic(device, dtype, k, batch, other):
+    gen = make_generator(k)
+    for left, upper, trans, unit in [(True, False, "N", False), (False, True, "C", True)]:
+        A = make_triangular(k, batch=batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen, fill=0.0)
+        B = make_rhs(b_shape(k, other, left=left, batch=batch), dtype=dtype, device=device, gen=gen)
+        kw = dict(left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
+        A.requires_grad_()
+        B.requires_grad_()
+        G = make_rhs(B.shape, dtype=dtype, device=device, gen=gen)
+        runs = []
+        for _ in range(3):
+            X = torch.ops.hsma.trsm(A, B, **kw)
+            gA, gB = torch.autograd.grad(X, (A, B), G)
+            runs.append((X.detach(), gA, gB))
+        for r in runs[1:]:
+            for a, b in zip(runs[0], r):
+                assert torch.equal(a, b), "repeated runs differ"
+
+
+# ---------------------------------------------------------------------------------------------
+# Every CUDA code path once, on small inputs: the compute-sanitizer subset.
+
+SWEEP = [
+    # (k, batch, other, left, upper, trans, unit, dtype, env)
+    pytest.param(8, (3,), 16, True, False, "N", False, torch.float32, {}, id="small-columns-f32"),
+    pytest.param(33, (), 2, False, True, "C", True, torch.complex64, {}, id="small-segments-c64"),
+    pytest.param(48, (2,), 3, True, True, "T", False, torch.complex128,
+                 {"HSMA_TRSM_SMALL_KERNEL": "segments"}, id="small-segments-c128"),
+    pytest.param(64, (2,), 5, True, False, "N", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "columns"},
+                 id="small-columns-k64"),
+    pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
+    pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
+                 id="inverted-blocks-recursive"),
+    pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"HSMA_TRSM_VARIANT": "blocked"},
+                 id="inverted-blocks-left-looking"),
+]
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("k,batch,other,left,upper,trans,unit,dtype,env", SWEEP)
+def test_cuda_path_sweep(device, k, batch, other, left, upper, trans, unit, dtype, env, monkeypatch):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    gen = make_generator(k)
+    A = make_triangular(k, batch=batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+    B = make_rhs(b_shape(k, other, left=left, batch=batch), dtype=dtype, device=device, gen=gen)
+    kw = dict(left=left, upper=upper, trans=trans, unitriangular=unit)
+    X = call_and_check(A, B, alpha=default_alpha(dtype), **kw)
+    # In place (the small kernel writes B directly; larger ones through a temporary).
+    Bi = B.clone()
+    torch.ops.hsma.trsm_(A, Bi, alpha=default_alpha(dtype), **kw)
+    sync(device)
+    tol = forward_tolerance(dtype, k)
+    torch.testing.assert_close(Bi, X, rtol=tol, atol=tol * X.abs().max().item())
+    # Backward (the adjoint solve and its GEMMs).
+    A0 = make_triangular(k, batch=batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen, fill=0.0)
+    A0.requires_grad_()
+    X = torch.ops.hsma.trsm(A0, B, **kw)
+    (gA,) = torch.autograd.grad(X.abs().sum(), A0)
+    sync(device)
+    assert torch.isfinite(gA).all()
