@@ -5,7 +5,7 @@
 # options, BENCH_ARGS / TUNE_ARGS benchmark / tuner options. The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
-# sanitize, notebooks, profile. Everything written is packed into OUTDIR/run.tgz at the end (the
+# notebooks, profile. Everything written is packed into OUTDIR/run.tgz at the end (the
 # device tool returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
