@@ -6,7 +6,9 @@
 //   - lane shuffles behind one wrapper (CUDA needs a lane mask, HIP does not take one);
 //   - the shared-memory budget a block may count on without opting in (48 KB on NVIDIA,
 //     64 KB on AMD: the paper's setting and exactly one complex128 64x64 tile);
-//   - a small complex type with the same layout as c10::complex / std::complex.
+//   - a small complex type with the same layout as c10::complex / std::complex;
+//   - the runtime calls a launcher needs to opt a kernel into more dynamic shared memory
+//     (hsmaFuncSetAttribute) and to size its grid (hsmaOccupancyMaxActiveBlocksPerMultiprocessor).
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
@@ -17,6 +19,10 @@ typedef hipError_t hsmaError_t;
 #define hsmaSuccess hipSuccess
 #define hsmaGetLastError hipGetLastError
 #define hsmaGetErrorString hipGetErrorString
+#define hsmaGetDevice hipGetDevice
+#define hsmaFuncSetAttribute hipFuncSetAttribute
+#define hsmaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define hsmaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #else
 #include <cuda_runtime.h>
 #define HSMA_HIP 0
@@ -25,6 +31,10 @@ typedef cudaError_t hsmaError_t;
 #define hsmaSuccess cudaSuccess
 #define hsmaGetLastError cudaGetLastError
 #define hsmaGetErrorString cudaGetErrorString
+#define hsmaGetDevice cudaGetDevice
+#define hsmaFuncSetAttribute cudaFuncSetAttribute
+#define hsmaFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hsmaOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #endif
 
 #include <cstdint>
