@@ -83,13 +83,13 @@ def host_us(fn, calls=200):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
-    ap.add_argument("--filter", default="")
+    ap.add_argument("--filter", default="", help="run cases whose name contains one of these |-separated strings")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--all-kernels", action="store_true", help="every forced small kernel at every single-solve shape")
     args = ap.parse_args()
     rows = []
     for name, d, batch, m, n, unit, kernel in cases(args.all_kernels):
-        if args.filter not in name:
+        if args.filter and not any(f in name for f in args.filter.split("|")):
             continue
         if kernel == "auto":
             os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
