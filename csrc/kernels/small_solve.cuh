@@ -354,13 +354,18 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m > kSmallMaxM) return hsmaError_t(1);
   const DeviceInfo dev = current_device_info();
   if constexpr (std::is_same_v<T, complex<double>>) {
-    // complex128 64x64 fills 64 KB: the seven-stage pipeline (small_pipeline.cu) for 48 < m.
-    if (p.kernel == SmallKernel::kPipeline || (p.kernel == SmallKernel::kAuto && p.m > 48))
-      return launch_small_pipeline(p, stream);
+    // The paper's seven-stage pipeline for complex128 at m = 64, on request (ablations): on the
+    // H200 the segment kernel was faster, single and batched (benchmarks/results, small suite).
+    if (p.kernel == SmallKernel::kPipeline) return launch_small_pipeline(p, stream);
   }
-  // A few columns of a triangle beyond 16 rows (a single solve): the segment kernel spreads each
-  // column's substitution over a warp's lanes, the column kernel would run it on one thread.
-  const bool few_columns = p.m > 16 && p.batch * p.n <= kFewColumns;
+  // The segment kernel spreads each column's substitution over a warp's lanes, the column kernel
+  // runs it on one thread. Segments win (H200, scripts/profile_cases.py) for a few columns of a
+  // triangle beyond 16 rows (a single solve), for batches of single vectors in 8- and 16-byte
+  // types, and for complex64 beyond 48 rows (the column kernel's 64 complex registers per thread
+  // leave one block per multiprocessor) except for batches of more than 64 columns each.
+  constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
+  const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
+                                        (kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
   if (p.kernel == SmallKernel::kColumns || (p.kernel != SmallKernel::kSegments && !few_columns)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
