@@ -260,11 +260,15 @@ SWEEP = [
                  {"HSMA_TRSM_SMALL_KERNEL": "segments"}, id="small-segments-c128"),
     pytest.param(64, (2,), 5, True, False, "N", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "columns"},
                  id="small-columns-k64"),
+    pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "pipeline"},
+                 id="small-pipeline-c128"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),
     pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"HSMA_TRSM_VARIANT": "blocked"},
                  id="inverted-blocks-left-looking"),
+    pytest.param(600, (), 5, True, False, "N", False, torch.float64, {"HSMA_TRSM_NB": "512", "HSMA_TRSM_IB": "64"},
+                 id="inverted-blocks-two-level"),
 ]
 
 
