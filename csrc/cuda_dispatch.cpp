@@ -119,8 +119,8 @@ const DeviceIdentity& device_identity() {
   return it->second;
 }
 
-// HSMA_TRSM_SMALL_KERNEL=columns|segments|pipeline forces one small-path kernel (ablations,
-// tests; pipeline applies to complex128 only).
+// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|pipeline forces one small-path kernel (ablations,
+// tests; pipeline applies to complex128 only, warps where it fits in shared memory).
 SmallKernel small_kernel_choice() {
   const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
   if (env == nullptr || *env == '\0') return SmallKernel::kAuto;
@@ -128,7 +128,8 @@ SmallKernel small_kernel_choice() {
   if (v == "columns") return SmallKernel::kColumns;
   if (v == "segments") return SmallKernel::kSegments;
   if (v == "pipeline") return SmallKernel::kPipeline;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments or pipeline)");
+  if (v == "warps") return SmallKernel::kWarpTasks;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments, warps or pipeline)");
   return SmallKernel::kAuto;
 }
 

@@ -262,6 +262,7 @@ SWEEP = [
                  id="small-columns-k64"),
     pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "pipeline"},
                  id="small-pipeline-c128"),
+    pytest.param(32, (600,), 1, True, False, "N", False, torch.complex64, {}, id="small-warp-tasks"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -481,7 +481,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "pipeline"])
+@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "warps", "pipeline"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
@@ -506,6 +506,22 @@ def test_small_batch_past_grid_limits(device, dtype, k, a_batch, b_batch, gen):
     B = make_rhs((*b_batch, k, n), dtype=dtype, device=device, gen=gen)
     X = call_and_check(A, B, alpha=default_alpha(dtype))
     assert X.shape == (65537, k, n)
+
+
+# Large batches of a few columns each take one warp per matrix (the warp-task kernel) where its
+# triangles fit in shared memory: orders on both sides of 32, one to four columns, A broadcast or
+# batched, B strided.
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k,n", [(17, 1), (32, 4), (33, 1), (64, 2)])
+def test_small_batches_of_vectors(device, dtype, k, n, gen):
+    for i, (left, upper, trans, unit) in enumerate(PAIRWISE_VARIANTS[:4]):
+        a_batch = (600,) if i % 2 == 0 else ()
+        A = make_triangular(k, batch=a_batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+        B = make_rhs(b_shape(k, n, left=left, batch=(600,)), dtype=dtype, device=device, gen=gen)
+        if i >= 2:
+            B = B.mT.contiguous().mT
+        call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 
 # Two-level diagonal-block inversion (HSMA_TRSM_IB): IB x IB tiles inverted by the kernel,

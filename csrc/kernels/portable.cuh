@@ -192,6 +192,17 @@ template <typename R> __device__ inline complex<R> shfl(complex<R> v, int src, i
 
 // Lane index within the warp / wavefront.
 __device__ inline int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
+
+// Barrier and shared-memory fence for the lanes of one warp (on AMD, of one wavefront, which
+// runs in lockstep: only the memory ordering needs a fence).
+__device__ inline void warp_sync() {
+#if HSMA_HIP
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "workgroup");
+  __builtin_amdgcn_wave_barrier();
+#else
+  __syncwarp();
+#endif
+}
 #endif  // __CUDACC__ || __HIPCC__
 
 }  // namespace hsma

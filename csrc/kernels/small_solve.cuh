@@ -44,6 +44,8 @@ constexpr int kColumnMaxBytes = 512;  // M * sizeof(T) for the column kernel's r
 constexpr int kMinTileColumns = 8;    // narrowest column tile when spreading a few columns over SMs
 constexpr int kLoadUnroll = 8;
 constexpr int64_t kFewColumns = 2048;  // batch * n up to which m > 16 takes the segment kernel
+constexpr int64_t kWarpTaskMaxColumns = 4;    // columns per matrix up to which a batch takes one warp per matrix
+constexpr int kWarpTaskMinBatchPerSM = 4;     // ... when there are at least this many matrices per multiprocessor
 
 // (batch entry, column tile) of a task; no division when there is one tile per matrix.
 __device__ inline void task_coords(int64_t task, int64_t ntiles, int64_t& bidx, int64_t& tile) {
@@ -329,6 +331,99 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
   }
 }
 
+// Warp-task variant of the segment kernel, for large batches of a few columns each (a batch of
+// vectors: Kalman filters, per-sample solves): each 32-lane warp takes a whole matrix (task = batch
+// entry) with its own packed triangle in shared memory and solves its few columns one after the
+// other, synchronising only within the warp, so the block's warps never wait for each other and
+// no lane idles while one column is solved.
+constexpr int kWarpTaskThreads = 128;
+template <typename T, int M> constexpr bool warp_tasks_fit() {
+  return (kWarpTaskThreads / kSegment) * (M * (M + 1) / 2 + M) * sizeof(T) <= 46 * 1024;
+}
+
+template <typename T, int M>
+__global__ void __launch_bounds__(kWarpTaskThreads)
+small_solve_warp_tasks_kernel(SolveProblem<T> p) {
+  constexpr int kRows = M / kSegment;
+  constexpr int kWarps = kWarpTaskThreads / kSegment;
+  constexpr int kPacked = M * (M + 1) / 2;
+  __shared__ T Ls_all[kWarps][kPacked];
+  __shared__ T Rs_all[kWarps][M];
+  __shared__ int exact_all[kWarps];
+  const int w = static_cast<int>(threadIdx.x) / kSegment, lane = static_cast<int>(threadIdx.x) % kSegment;
+  T* Ls = Ls_all[w];
+  T* Rs = Rs_all[w];
+  const int m = static_cast<int>(p.m);
+  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+
+  for (int64_t task = int64_t(blockIdx.x) * kWarps + w; task < p.batch; task += int64_t(gridDim.x) * kWarps) {
+    int64_t off[3];
+    batch_offsets(p.bl, task, off);
+    const T* L = p.L + off[0];
+    const T* B = p.B + off[1];
+    T* X = p.X + off[2];
+    warp_sync();  // this warp's previous task is done with its triangle
+    if (lane == 0) exact_all[w] = 0;
+    warp_sync();
+    for (int e0 = lane; e0 < M * M; e0 += kSegment * kLoadUnroll) {
+      T v[kLoadUnroll];
+#pragma unroll
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * kSegment;
+        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+        v[u] = T(i == k ? 1 : 0);
+        if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
+          v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadUnroll; ++u) {
+        const int e = e0 + u * kSegment;
+        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+        if (e < M * M && i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
+        if (e < M * M && i == k) {
+          T rcp = T(1);
+          if (!p.unit) {
+            rcp = pivot_reciprocal(v[u]);
+            if (is_zero(rcp)) exact_all[w] = 1;
+          }
+          Rs[k] = rcp;
+        }
+      }
+    }
+    warp_sync();
+    T r[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSegment];
+    const bool exact_task = exact_all[w] != 0;
+    for (int64_t j = 0; j < p.n; ++j) {
+      T b[kRows];
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSegment;
+        b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+      }
+      if (exact_task)
+        substitute_segment<T, M, true>(b, r, Ls, lane, p.unit);
+      else
+        substitute_segment<T, M, false>(b, r, Ls, lane, p.unit);
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSegment;
+        if (row < m) X[row * p.x.row + j * p.x.col] = b[s];
+      }
+    }
+  }
+}
+
+template <typename T, int M>
+hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+  constexpr int kWarps = kWarpTaskThreads / kSegment;
+  const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
+  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  small_solve_warp_tasks_kernel<T, M><<<grid, kWarpTaskThreads, 0, stream>>>(p);
+  return hsmaGetLastError();
+}
+
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int nseg = kSmallThreads / kSegment;
@@ -366,6 +461,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
   const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
                                         (kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
+  // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
+  const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
+                                 (p.kernel == SmallKernel::kAuto && p.m > 16 && p.n <= kWarpTaskMaxColumns &&
+                                  p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
+  if (warp_tasks_wanted) {
+    if (p.m <= 32) {
+      if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);
+    } else {
+      if constexpr (warp_tasks_fit<T, 64>()) return launch_warp_tasks<T, 64>(p, dev, stream);
+    }
+  }
   if (p.kernel == SmallKernel::kColumns || (p.kernel != SmallKernel::kSegments && !few_columns)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
