@@ -611,6 +611,14 @@ def _shape_col(w):
     return Col("shape", w, lambda r: r["shape"], left=True)
 
 
+# Eager times and speedup of hsma and torch, then (graph=True) the CUDA-graph times and speedup.
+_C_EAGER = [Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
+            Col("speedup", 8, lambda r: f_x(r["speedup"]))]
+_C_GRAPH = [Col("hsma gr.us", 10, lambda r: f_us(r["hsma_graph_us"])),
+            Col("torch gr.us", 11, lambda r: f_us(r["torch_graph_us"])),
+            Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"]))]
+
+
 # ----------------------------------------------------------------------------------------------
 # Suite: small (issue 3)
 
@@ -643,11 +651,7 @@ def suite_small(ctx: Ctx) -> SuiteResult:
     jobs = small_cases(ctx.plan, ctx.dtypes, ctx.args.seed)
     table = Table([
         _C_CASE, _shape_col(22), _C_DTYPE,
-        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
-        Col("speedup", 8, lambda r: f_x(r["speedup"])),
-        Col("hsma gr.us", 10, lambda r: f_us(r["hsma_graph_us"])),
-        Col("torch gr.us", 11, lambda r: f_us(r["torch_graph_us"])),
-        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        *_C_EAGER, *_C_GRAPH,
         Col("hsma GF/s", 9, lambda r: f_rate(r["hsma_gflops"])),
         Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
         _C_STATUS,
@@ -724,11 +728,7 @@ def suite_batched(ctx: Ctx) -> SuiteResult:
     jobs = _dt_jobs(batched_cases(ctx.plan, ctx.args.seed), ctx.dtypes)
     table = Table([
         _C_CASE, _shape_col(24), _C_DTYPE,
-        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
-        Col("speedup", 8, lambda r: f_x(r["speedup"])),
-        Col("hsma gr.us", 10, lambda r: f_us(r["hsma_graph_us"])),
-        Col("torch gr.us", 11, lambda r: f_us(r["torch_graph_us"])),
-        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        *_C_EAGER, *_C_GRAPH,
         Col("hsma GF/s", 9, lambda r: f_rate(r["hsma_graph_gflops"] if _finite(r["hsma_graph_gflops"])
                                              else r["hsma_gflops"])),
         Col("GB/s", 7, lambda r: f_rate(r["hsma_gbs"])), Col("%copy", 6, lambda r: f_frac_pct(r["hsma_bw_frac"])),
@@ -833,9 +833,7 @@ def suite_large(ctx: Ctx) -> SuiteResult:
     gemm_cache = {}
     table = Table([
         _C_CASE, _shape_col(24), _C_DTYPE,
-        Col("hsma us", 9, lambda r: f_us(r["hsma_us"])), Col("torch us", 9, lambda r: f_us(r["torch_us"])),
-        Col("speedup", 8, lambda r: f_x(r["speedup"])),
-        Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        *_C_EAGER, _C_GRAPH[2],
         Col("hsma TF/s", 9, lambda r: f_rate(r["hsma_tflops"])), Col("torch TF/s", 10, lambda r: f_rate(r["torch_tflops"])),
         Col("GEMM TF/s", 9, lambda r: f_rate(r["gemm_tflops"])), Col("%GEMM", 6, lambda r: f_pct(r["hsma_gemm_pct"])),
         Col("NB", 9, lambda r: f"{r['nb']} {r['variant'][:3]}" if r.get("nb") else "-"),
