@@ -133,6 +133,16 @@ SmallKernel small_kernel_choice() {
   return SmallKernel::kAuto;
 }
 
+// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
+int segment_lanes_choice() {
+  const char* env = std::getenv("HSMA_TRSM_SEGMENT_LANES");
+  if (env == nullptr || *env == '\0') return 0;
+  const std::string v(env);
+  if (v == "8" || v == "32") return std::stoi(v);
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SEGMENT_LANES=", v, " (expected 8 or 32)");
+  return 0;
+}
+
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -174,6 +184,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.unit = args.unit;
   p.alpha = to_kernel_scalar<K>(args.alpha);
   p.kernel = small_kernel_choice();
+  p.segment_lanes = segment_lanes_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);
     p.l = {-p.l.row, -p.l.col};

@@ -28,10 +28,12 @@ def cases(all_kernels):
             for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
                 if kernel != "auto" and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
                     continue
+                if (m, n) == (64, 4096) and kernel == "segments":
+                    yield f"single m={m} n={n} {d} segments:8", d, (), m, n, False, "segments:8"
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "columns", "segments") if m >= 32 else ("auto",):
+            for kernel in ("auto", "columns", "segments", "segments:8") if m >= 32 else ("auto",):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         yield f"bcastA b=4096 m=64 n=64 {d}", d, "bcast", 64, 64, False, "auto"
         for m in (128, 256, 512, 1024):
@@ -61,12 +63,14 @@ def kernel_times(fn, calls):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    out = collections.Counter()
+    out, cpu = collections.Counter(), collections.Counter()
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
             t = ev.device_time if hasattr(ev, "device_time") else ev.cuda_time
             out[ev.name[:90]] += t / calls
-    return out
+        else:
+            cpu[ev.name[:60]] += ev.self_cpu_time_total / calls
+    return out, cpu
 
 
 def host_us(fn, calls=200):
@@ -85,16 +89,20 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--filter", default="", help="run cases whose name contains one of these |-separated strings")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--cpu-ops", type=int, default=0, help="print the N host ops with the most self CPU time")
     ap.add_argument("--all-kernels", action="store_true", help="every forced small kernel at every single-solve shape")
     args = ap.parse_args()
     rows = []
     for name, d, batch, m, n, unit, kernel in cases(args.all_kernels):
         if args.filter and not any(f in name for f in args.filter.split("|")):
             continue
-        if kernel == "auto":
-            os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
-        else:
-            os.environ["HSMA_TRSM_SMALL_KERNEL"] = kernel
+        os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
+        os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
+        if kernel != "auto":  # name[:lanes]: HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES]
+            name_, _, lanes = kernel.partition(":")
+            os.environ["HSMA_TRSM_SMALL_KERNEL"] = name_
+            if lanes:
+                os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
         A, B = make(d, batch, m, n, unit)
         runs = {
             "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
@@ -104,7 +112,7 @@ def main():
             runs.pop("torch")
         for who, fn in runs.items():
             try:
-                kt = kernel_times(fn, args.calls)
+                kt, cpu = kernel_times(fn, args.calls)
                 h = host_us(fn)
             except Exception as e:  # report and go on: this is a survey
                 print(f"{name} {who}: {type(e).__name__}: {e}")
@@ -112,12 +120,16 @@ def main():
             total = sum(kt.values())
             print(f"{name:44s} {who:5s} gpu {total:9.2f} us  host {h:7.2f} us  " +
                   "; ".join(f"{k[:50]} {v:.2f}" for k, v in kt.most_common(4)))
+            if args.cpu_ops:  # where the host time goes: self CPU time per call of each op
+                print("    host ops (self us/call): " +
+                      "; ".join(f"{k} {v:.1f}" for k, v in cpu.most_common(args.cpu_ops)))
             for k, v in kt.items():
                 rows.append({"case": name, "who": who, "kernel": k, "us_per_call": f"{v:.3f}",
                              "gpu_total_us": f"{total:.3f}", "host_us": f"{h:.2f}"})
         del A, B
         torch.cuda.empty_cache()
     os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
+    os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
     path = os.path.join(args.out, "profile_cases.csv")
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "who", "kernel", "us_per_call", "gpu_total_us", "host_us"])

@@ -107,6 +107,24 @@ def test_blocked_path_extreme_pivots_limitation(device, monkeypatch):
                                               (False, True, "N")])
 def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans, monkeypatch):
     exact_leaves_if_blocked(device, k, monkeypatch)
+    check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
+
+
+@pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("k", [29, 64])
+def test_extreme_pivots_narrow_segments(device, dtype, k, monkeypatch):
+    """The segment kernel with 8 lanes per column (HSMA_TRSM_SEGMENT_LANES; the default for
+    complex batches) divides where a reciprocal would not do."""
+    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", "8")
+    for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
+                                                                         (True, False, "C")]):
+        check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
+
+
+def check_extreme_pivots(device, dtype, pattern, k, left, lower, trans):
     gen = make_generator(k * 7 + len(pattern))
     n = 3
     T, Xt = _scaled_problem(k, n, dtype, left, lower, pattern, device, gen)
@@ -263,6 +281,9 @@ SWEEP = [
     pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "pipeline"},
                  id="small-pipeline-c128"),
     pytest.param(32, (600,), 1, True, False, "N", False, torch.complex64, {}, id="small-warp-tasks"),
+    pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
+    pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
+                 "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -473,20 +473,25 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 
 
 # The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
-# M in {8, 16, 32, 48, 64}; the segment kernel uses power-of-two segments and 1 or 2 rows per
-# lane. Sizes on both sides of each of those edges, with B shapes that change the thread tiling
-# (one column; odd widths; wide; many small systems).
+# M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
+# 32 lanes (1 or 2 rows per lane) or over 8 (complex batches; forced here with
+# HSMA_TRSM_SEGMENT_LANES).
+# Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
+# column; odd widths; wide; many small systems).
 SMALL_SIZES = [1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64]
 SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "warps", "pipeline"])
+@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "segments:8", "warps", "pipeline"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
     if kernel != "auto":
-        monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", kernel)
+        name, _, lanes = kernel.partition(":")
+        monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
+        if lanes:
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
     for i, (other, batch) in enumerate(SMALL_SHAPES):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, batch=batch if i % 2 else (), dtype=dtype, upper=upper, unit=unit, device=device,

@@ -212,120 +212,147 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     small_solve_columns_kernel<T, M, false><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
   return hsmaGetLastError();
 }
-constexpr int kSegment = 32;  // lanes per column in the segment kernel (also on 64-wide wavefronts)
+constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
 
 template <int M> __host__ __device__ constexpr int packed_start(int k) { return k * M - (k * (k - 1)) / 2; }
 
-// Segment substitution of one column: lane l owns rows l + kSegment * s (s < M / kSegment) in
-// b, and r holds the reciprocals of those rows' pivots. At step k the lane owning row k scales it
-// by its reciprocal (a register: no memory access on the dependent chain), a shuffle broadcasts
-// x_k, and every lane updates its rows below k with L(:, k) from the packed triangle.
-template <typename T, int M, bool kExact>
-__device__ __forceinline__ void substitute_segment(T (&b)[M / kSegment], const T (&r)[M / kSegment], const T* Ls,
-                                                   int lane, bool unit) {
-  constexpr int kRows = M / kSegment;
+// Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, packed column by
+// column and padded to the identity up to M (column k holds rows k..M-1 at packed_start(k)), and
+// the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
+// needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
+// the dimension of L with the smaller stride (coalesced loads), kUnroll loads in flight.
+template <typename T, int M, int kThreads>
+__device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
+                                                     int t) {
+  constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
+  const int m = static_cast<int>(p.m);
+  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+#pragma unroll 1
+  for (int e0 = t; e0 < M * M; e0 += kThreads * kUnroll) {
+    T v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * kThreads;
+      const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+      v[u] = T(i == k ? 1 : 0);
+      if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
+        v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * kThreads;
+      const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+      if (e < M * M && i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
+      if (e < M * M && i == k) {
+        T rcp = T(1);
+        if (!p.unit) {
+          rcp = pivot_reciprocal(v[u]);
+          if (is_zero(rcp)) *exact = 1;
+        }
+        Rs[k] = rcp;
+      }
+    }
+  }
+}
+
+// Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
+// (s < M / kSeg) in b. At step k the lane owning row k scales it by the pivot's reciprocal, a
+// shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows below k with
+// L(:, k) from the packed triangle. With one or two rows per lane (kSeg = 32: a single solve) the
+// reciprocals sit in registers, so no memory access is on the dependent chain; with more rows per
+// lane (narrow segments, for batches) each step reads Rs[k], an address known in advance.
+template <typename T, int M, int kSeg, bool kExact>
+__device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
+                                                   bool unit) {
+  constexpr int kRows = M / kSeg;
+  constexpr bool kRegisterReciprocals = kRows <= 2;
+  T r[kRegisterReciprocals ? kRows : 1];
+  if constexpr (kRegisterReciprocals) {
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSeg];
+  }
 #pragma unroll
   for (int k = 0; k < M; ++k) {
-    const int s = k / kSegment, src = k % kSegment;
+    const int s = k / kSeg, src = k % kSeg;
     T v = b[s];
     if (!unit) {
+      T rk;
+      if constexpr (kRegisterReciprocals) rk = r[s];
+      else rk = Rs[k];
       if constexpr (kExact)
-        v = divide_by_pivot(v, Ls[packed_start<M>(k)], r[s]);
+        v = divide_by_pivot(v, Ls[packed_start<M>(k)], rk);
       else
-        v = v * r[s];
+        v = v * rk;
     }
-    const T xk = shfl(v, src, kSegment);
+    T xk = v;
+    if constexpr (kSeg > 1) xk = shfl(v, src, kSeg);
     if (lane == src) b[s] = xk;
     const T* col = Ls + packed_start<M>(k) - k;  // col[i] = L(i, k) for i >= k
 #pragma unroll
     for (int t = s; t < kRows; ++t) {
-      const int i = lane + t * kSegment;
+      const int i = lane + t * kSeg;
       if (i > k) b[t] = fms(b[t], col[i], xk);
     }
   }
 }
 
 // Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
-// block loads the triangle into shared memory (packed by columns, padded to the identity up to
-// M), then each warp-wide segment solves columns of the tile.
-template <typename T, int M>
+// block loads the triangle into shared memory (packed by columns), then each kSeg-lane segment
+// solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
+// over a warp (single solves: the shortest chain per step); narrower segments keep M / kSeg rows
+// per lane in registers for batches whose columns would not fit one thread's registers (the
+// column kernel's limit) at a fraction of the warp-wide segment's instructions per step; their
+// first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
+template <typename T, int M, int kSeg>
 __global__ void __launch_bounds__(kSmallThreads)
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
-  constexpr int kRows = M / kSegment;
-  // The whole square in one round of loads (two for complex128, to stay within registers).
-  constexpr int kRounds = sizeof(T) >= 16 && M > 32 ? 2 : 1;
-  constexpr int kUnroll = M * M / kSmallThreads / kRounds;
+  constexpr int kRows = M / kSeg;
   __shared__ T Ls[M * (M + 1) / 2];
   __shared__ T Rs[M];
   __shared__ int exact;
   const int m = static_cast<int>(p.m);
   const int tid = static_cast<int>(threadIdx.x);
-  const int nseg = kSmallThreads / kSegment;
-  const int seg = tid / kSegment, lane = tid % kSegment;
-  // Consecutive threads walk the dimension of L with the smaller stride (coalesced loads).
-  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  const int nseg = kSmallThreads / kSeg;
+  const int seg = tid / kSeg, lane = tid % kSeg;
   const int64_t ntasks = p.batch * ntiles;
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
-    const T* L = p.L + off[0];
     const T* B = p.B + off[1];
     T* X = p.X + off[2];
+    const int64_t j_begin = tile * tile_cols;
+    const int64_t j_end = j_begin + tile_cols < p.n ? j_begin + tile_cols : p.n;
+    T b[kRows];
+    auto load_rhs = [&](int64_t j) {
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSeg;
+        b[s] = (j < j_end && row < m) ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+      }
+    };
+    constexpr bool kEarlyRhs = kSeg < kSegment;  // (warp-wide segments: fewer registers without)
+    if (kEarlyRhs) load_rhs(j_begin + seg);
 
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
-#pragma unroll 1
-    for (int round = 0; round < kRounds; ++round) {
-      T v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int e = tid + (round * kUnroll + u) * kSmallThreads;
-        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-        v[u] = T(i == k ? 1 : 0);
-        if (i < m && k < m && (i > k || (i == k && !p.unit))) v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int e = tid + (round * kUnroll + u) * kSmallThreads;
-        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-        if (i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
-        if (i == k) {
-          T rcp = T(1);
-          if (!p.unit) {
-            rcp = pivot_reciprocal(v[u]);
-            if (is_zero(rcp)) exact = 1;
-          }
-          Rs[k] = rcp;
-        }
-      }
-    }
+    load_packed_triangle<T, M, kSmallThreads>(Ls, Rs, &exact, p.L + off[0], p, tid);
     __syncthreads();
-    T r[kRows];
-#pragma unroll
-    for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSegment];
     const bool exact_task = exact != 0;
 
-    const int64_t j_end = (tile + 1) * tile_cols < p.n ? (tile + 1) * tile_cols : p.n;
-    for (int64_t j0 = tile * tile_cols; j0 < j_end; j0 += nseg) {
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
       const int64_t j = j0 + seg;
-      const bool active = j < j_end;
-      T b[kRows];
-#pragma unroll
-      for (int s = 0; s < kRows; ++s) {
-        const int row = lane + s * kSegment;
-        b[s] = (active && row < m) ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
-      }
+      if (!kEarlyRhs || j0 != j_begin) load_rhs(j);
       if (exact_task)
-        substitute_segment<T, M, true>(b, r, Ls, lane, p.unit);
+        substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
       else
-        substitute_segment<T, M, false>(b, r, Ls, lane, p.unit);
+        substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
-        const int row = lane + s * kSegment;
-        if (active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
+        const int row = lane + s * kSeg;
+        if (j < j_end && row < m) X[row * p.x.row + j * p.x.col] = b[s];
       }
     }
   }
@@ -354,46 +381,17 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
   T* Ls = Ls_all[w];
   T* Rs = Rs_all[w];
   const int m = static_cast<int>(p.m);
-  const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
 
   for (int64_t task = int64_t(blockIdx.x) * kWarps + w; task < p.batch; task += int64_t(gridDim.x) * kWarps) {
     int64_t off[3];
     batch_offsets(p.bl, task, off);
-    const T* L = p.L + off[0];
     const T* B = p.B + off[1];
     T* X = p.X + off[2];
     warp_sync();  // this warp's previous task is done with its triangle
     if (lane == 0) exact_all[w] = 0;
     warp_sync();
-    for (int e0 = lane; e0 < M * M; e0 += kSegment * kLoadUnroll) {
-      T v[kLoadUnroll];
-#pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * kSegment;
-        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-        v[u] = T(i == k ? 1 : 0);
-        if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
-          v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
-      }
-#pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * kSegment;
-        const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-        if (e < M * M && i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
-        if (e < M * M && i == k) {
-          T rcp = T(1);
-          if (!p.unit) {
-            rcp = pivot_reciprocal(v[u]);
-            if (is_zero(rcp)) exact_all[w] = 1;
-          }
-          Rs[k] = rcp;
-        }
-      }
-    }
+    load_packed_triangle<T, M, kSegment>(Ls, Rs, &exact_all[w], p.L + off[0], p, lane);
     warp_sync();
-    T r[kRows];
-#pragma unroll
-    for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSegment];
     const bool exact_task = exact_all[w] != 0;
     for (int64_t j = 0; j < p.n; ++j) {
       T b[kRows];
@@ -403,9 +401,9 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
         b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
       if (exact_task)
-        substitute_segment<T, M, true>(b, r, Ls, lane, p.unit);
+        substitute_segment<T, M, kSegment, true>(b, Ls, Rs, lane, p.unit);
       else
-        substitute_segment<T, M, false>(b, r, Ls, lane, p.unit);
+        substitute_segment<T, M, kSegment, false>(b, Ls, Rs, lane, p.unit);
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
         const int row = lane + s * kSegment;
@@ -424,9 +422,9 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M>
+template <typename T, int M, int kSeg>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const int nseg = kSmallThreads / kSegment;
+  const int nseg = kSmallThreads / kSeg;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
@@ -437,8 +435,18 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
   return hsmaGetLastError();
+}
+
+// Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
+// batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
+constexpr int kNarrowSegment = 8;
+
+template <typename T, int M>
+hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes) {
+  if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
+  return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
 }  // namespace
@@ -453,14 +461,14 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // H200 the segment kernel was faster, single and batched (benchmarks/results, small suite).
     if (p.kernel == SmallKernel::kPipeline) return launch_small_pipeline(p, stream);
   }
-  // The segment kernel spreads each column's substitution over a warp's lanes, the column kernel
-  // runs it on one thread. Segments win (H200, scripts/profile_cases.py) for a few columns of a
-  // triangle beyond 16 rows (a single solve), for batches of single vectors in 8- and 16-byte
-  // types, and for complex64 beyond 48 rows (the column kernel's 64 complex registers per thread
-  // leave one block per multiprocessor) except for batches of more than 64 columns each.
-  constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
-  const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
-                                        (kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
+  // The segment kernel spreads each column's substitution over a segment's lanes, the column
+  // kernel runs it on one thread. Warp-wide segments win (H200, scripts/profile_cases.py) for a
+  // few columns of a triangle beyond 16 rows (a single solve) and for batches of single vectors in
+  // 8- and 16-byte types; 8-lane segments for complex batches of orders beyond 16 (a column of 32
+  // complex64 or more fills too many of one thread's registers).
+  constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
+  const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8));
+  const bool narrow_segments = !few_columns && kComplex && p.m > 16;
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
                                  (p.kernel == SmallKernel::kAuto && p.m > 16 && p.n <= kWarpTaskMaxColumns &&
@@ -472,7 +480,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       if constexpr (warp_tasks_fit<T, 64>()) return launch_warp_tasks<T, 64>(p, dev, stream);
     }
   }
-  if (p.kernel == SmallKernel::kColumns || (p.kernel != SmallKernel::kSegments && !few_columns)) {
+  if (p.kernel == SmallKernel::kColumns ||
+      (p.kernel != SmallKernel::kSegments && !few_columns && !narrow_segments && p.segment_lanes == 0)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
     if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
@@ -483,7 +492,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
     }
   }
-  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream);
-  return launch_segments<T, 64>(p, dev, stream);
+  // HSMA_TRSM_SEGMENT_LANES (p.segment_lanes) forces the lanes per column.
+  const int lanes = p.segment_lanes ? p.segment_lanes
+                                    : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
+  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
+  return launch_segments<T, 64>(p, dev, stream, lanes);
 }
 }  // namespace hsma

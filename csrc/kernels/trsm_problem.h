@@ -64,6 +64,7 @@ struct SolveProblem {
   bool unit = false;   // diagonal of L is 1 and never read
   T alpha = T(1);
   SmallKernel kernel = SmallKernel::kAuto;
+  int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
