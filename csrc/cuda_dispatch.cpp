@@ -8,12 +8,21 @@
 //     GEMMs with the inverted blocks; all GEMMs through ATen (cuBLAS / hipBLAS).
 // Everything runs on torch's current stream; nothing synchronises with the host.
 #include <c10/cuda/CUDAStream.h>
+// cuBLAS for the blocked path's GEMMs where its headers are (a CUDA toolkit); without them (a
+// compile check against a CPU torch and a bare nvcc) and on ROCm, ATen's GEMMs.
+#if !defined(USE_ROCM) && __has_include(<cublas_v2.h>)
+#define HSMA_DIRECT_CUBLAS 1
+#include <ATen/cuda/CUDAContext.h>
+#else
+#define HSMA_DIRECT_CUBLAS 0
+#endif
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -201,25 +210,158 @@ constexpr int64_t kNarrowRhs = 64;     // right-hand-side columns (times batch) 
 constexpr int64_t kNarrowMaxNB = 512;  // ... and the largest NB taken for them (the inversion's
                                        // steps are sequential: 1024 costs more than it saves)
 
-// out = beta * C + alpha * (A @ B) for 3-D batches; A may have batch 1 (broadcast).
-at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& Bm,
-                const c10::Scalar& alpha, const at::Tensor* out) {
-  const int64_t batch = Bm.size(0);
+// ---------------------------------------------------------------------------------------------
+// GEMMs of the blocked path. The solve makes many small GEMMs, so their host cost matters (orders
+// of a few hundred: the GEMMs take microseconds of GPU time each). On CUDA they go to cuBLAS
+// directly, on the handle (stream, workspace, math mode) that ATen keeps for the current stream:
+// no dispatcher, output allocation or layout checks per call. A layout cuBLAS cannot take (a
+// conjugated column-major operand, an output with no unit stride, sizes beyond int) falls back to
+// ATen's baddbmm, as do ROCm and builds without the cuBLAS headers. HSMA_TRSM_ATEN_GEMM=1 forces ATen's path (for comparisons).
+
+// A 3-D strided view (batch, rows, cols) of a tensor's storage: element (b, i, j) at base's data +
+// offset + b * bs + i * rs + j * cs. conj: the view holds the conjugates of base's values. The
+// cuBLAS path reads pointers and strides from it; only ATen's path makes it a tensor (as_strided),
+// so a GEMM between views of a workspace creates no tensors.
+struct StridedView {
+  at::Tensor base;
+  int64_t offset = 0, batch = 1, r = 0, c = 0, bs = 0, rs = 0, cs = 0;
+  bool conj = false;
+  bool whole = false;  // the view is base itself
+
+  static StridedView of(const at::Tensor& t3) {
+    return {t3, 0, t3.size(0), t3.size(1), t3.size(2), t3.size(0) == 1 ? 0 : t3.stride(0), t3.stride(1),
+            t3.stride(2), false, true};
+  }
+  at::Tensor tensor() const {
+    if (whole) return base;
+    const at::Tensor plain = base.is_conj() ? base.conj() : base;  // the stored values, no conj bit
+    at::Tensor v = plain.as_strided({batch, r, c}, {bs, rs, cs}, plain.storage_offset() + offset);
+    return conj != base.is_conj() ? v.conj() : v;
+  }
+};
+
+// D = alpha * A @ B + beta * D through ATen; A may have batch 1 (broadcast).
+void aten_gemm_into(const StridedView& Dv, const c10::Scalar& alpha, const StridedView& Av, const StridedView& Bv,
+                    const c10::Scalar& beta) {
+  at::Tensor D = Dv.tensor();
+  const at::Tensor A = Av.tensor(), B = Bv.tensor();
+  const int64_t batch = D.size(0);
   if (batch == 1) {
-    if (out) {
-      at::Tensor o = out->select(0, 0);
-      at::addmm_out(o, C.select(0, 0), A.select(0, 0), Bm.select(0, 0), beta, alpha);
-      return *out;
-    }
-    return at::addmm(C.select(0, 0), A.select(0, 0), Bm.select(0, 0), beta, alpha).unsqueeze(0);
+    at::Tensor d = D.select(0, 0);
+    d.addmm_(A.select(0, 0), B.select(0, 0), beta, alpha);
+    return;
   }
-  const at::Tensor Ab = A.size(0) == batch ? A : A.expand({batch, A.size(1), A.size(2)});
-  if (out) {
-    at::Tensor o = *out;
-    at::baddbmm_out(o, C, Ab, Bm, beta, alpha);
-    return o;
+  D.baddbmm_(A.size(0) == batch ? A : A.expand({batch, A.size(1), A.size(2)}), B, beta, alpha);
+}
+
+#if HSMA_DIRECT_CUBLAS
+bool aten_gemm_forced() {
+  const char* env = std::getenv("HSMA_TRSM_ATEN_GEMM");
+  return env != nullptr && env[0] == '1' && env[1] == '\0';
+}
+
+// cuBLAS's view of an r x c matrix with strides (rs, cs) and an optional conjugate: op(X) for a
+// column-major X with leading dimension ld; false if none fits.
+struct BlasOperand {
+  cublasOperation_t op;
+  int64_t ld;
+};
+bool blas_operand(int64_t r, int64_t c, int64_t rs, int64_t cs, bool conj, BlasOperand& o) {
+  if (!conj && (rs == 1 || r == 1)) {  // column-major: X = M
+    const int64_t ld = c == 1 ? std::max<int64_t>(r, 1) : cs;
+    if (ld >= std::max<int64_t>(r, 1)) { o = {CUBLAS_OP_N, ld}; return true; }
   }
-  return at::baddbmm(C, Ab, Bm, beta, alpha);
+  if (cs == 1 || c == 1) {  // row-major: X = M^T, column-major
+    const int64_t ld = r == 1 ? std::max<int64_t>(c, 1) : rs;
+    if (ld >= std::max<int64_t>(c, 1)) { o = {conj ? CUBLAS_OP_C : CUBLAS_OP_T, ld}; return true; }
+  }
+  return false;
+}
+
+template <typename S> struct BlasCall;
+template <> struct BlasCall<float> {
+  using T = float;
+  static constexpr auto strided = cublasSgemmStridedBatched;
+};
+template <> struct BlasCall<double> {
+  using T = double;
+  static constexpr auto strided = cublasDgemmStridedBatched;
+};
+template <> struct BlasCall<c10::complex<float>> {
+  using T = cuComplex;
+  static constexpr auto strided = cublasCgemmStridedBatched;
+};
+template <> struct BlasCall<c10::complex<double>> {
+  using T = cuDoubleComplex;
+  static constexpr auto strided = cublasZgemmStridedBatched;
+};
+
+// D = alpha * A @ B + beta * D by one strided-batched cuBLAS call; false if the layouts do not fit.
+template <typename S>
+bool blas_gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
+                    const c10::Scalar& beta) {
+  using T = typename BlasCall<S>::T;
+  // Operands as (data, rows, cols, row stride, col stride, batch stride, conj of the stored
+  // values). D must be column-major, or its transpose is, and then D^T = B^T A^T is computed.
+  struct M { const void* p; int64_t r, c, rs, cs, bs; bool conj; };
+  auto desc = [](const StridedView& v) {
+    return M{static_cast<const char*>(v.base.const_data_ptr()) + v.offset * v.base.element_size(), v.r, v.c, v.rs,
+             v.cs, v.batch == 1 ? 0 : v.bs, v.conj != v.base.is_conj()};
+  };
+  const int64_t batch = D.batch, k = A.c;
+  M a = desc(A), b = desc(B), d = desc(D);
+  if (d.conj) return false;
+  if (!(d.rs == 1 || d.r == 1)) {
+    if (!(d.cs == 1 || d.c == 1)) return false;
+    auto tr = [](const M& x) { return M{x.p, x.c, x.r, x.cs, x.rs, x.bs, x.conj}; };
+    const M a_new = tr(b), b_new = tr(a);
+    a = a_new;
+    b = b_new;
+    d = tr(d);
+  }
+  const int64_t m = d.r, n = d.c, ldd = d.c == 1 ? std::max<int64_t>(d.r, 1) : d.cs;
+  BlasOperand oa, ob;
+  if (!blas_operand(a.r, a.c, a.rs, a.cs, a.conj, oa) || !blas_operand(b.r, b.c, b.rs, b.cs, b.conj, ob)) return false;
+  const int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || batch > kMax || oa.ld > kMax || ob.ld > kMax || ldd > kMax ||
+      ldd < std::max<int64_t>(m, 1) || (batch > 1 && d.bs == 0))
+    return false;
+  if (m == 0 || n == 0 || batch == 0) return true;
+  const S al = alpha.to<S>(), be = beta.to<S>();
+  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();
+  const cublasStatus_t st = BlasCall<S>::strided(
+      handle, oa.op, ob.op, int(m), int(n), int(k), reinterpret_cast<const T*>(&al),
+      reinterpret_cast<const T*>(a.p), int(oa.ld), a.bs, reinterpret_cast<const T*>(b.p), int(ob.ld), b.bs,
+      reinterpret_cast<const T*>(&be), reinterpret_cast<T*>(const_cast<void*>(d.p)), int(ldd), d.bs, int(batch));
+  HSMA_CHECK(st == CUBLAS_STATUS_SUCCESS, "hsma::trsm: cuBLAS GEMM failed (status ", static_cast<int>(st), ")");
+  return true;
+}
+#endif
+
+// D = alpha * A @ B + beta * D for 3-D views (batch, rows, cols); A may have batch 1 (broadcast).
+// With beta = 0, D's old values are never read.
+template <typename S>
+void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
+               const c10::Scalar& beta) {
+#if HSMA_DIRECT_CUBLAS
+  if (!aten_gemm_forced() && blas_gemm_into<S>(D, alpha, A, B, beta)) return;
+#endif
+  aten_gemm_into(D, alpha, A, B, beta);
+}
+template <typename S>
+void gemm_into(const at::Tensor& D, const c10::Scalar& alpha, const at::Tensor& A, const at::Tensor& B,
+               const c10::Scalar& beta) {
+  gemm_into<S>(StridedView::of(D), alpha, StridedView::of(A), StridedView::of(B), beta);
+}
+
+// beta * C + alpha * A @ B, a new tensor (rows contiguous).
+template <typename S>
+at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& B,
+                const c10::Scalar& alpha) {
+  at::Tensor D = at::empty(C.sizes(), C.options());
+  D.copy_(C);
+  gemm_into<S>(D, alpha, A, B, beta);
+  return D;
 }
 
 // Inner block IB for the diagonal-block inversion (the paper's NB / 8): the kernel inverts the
@@ -243,43 +385,43 @@ int64_t inner_block(int64_t nb, int64_t a_batch) {
 // for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
 //   lower [[A, 0], [C, B]]: inv21 = -inv(B) C inv(A);   upper [[A, C], [0, B]]: inv12 = -inv(A) C inv(B),
 // as strided-batched GEMMs over all full pairs, plus plain GEMMs for a last partial pair.
+template <typename S>
 void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonical& c, int64_t k, int64_t nb,
                            int64_t ib) {
-  const at::Tensor base = A3.is_conj() ? A3.conj() : A3;  // plain values; c.conj says what T holds
+  // T's blocks as views of A3 (conj: T holds conj of A3's plain values), the inverse tiles as views
+  // of inv, and one workspace for the products C inv(.) of every level.
   const int64_t rT = c.transposed ? A3.stride(2) : A3.stride(1), cT = c.transposed ? A3.stride(1) : A3.stride(2);
-  const int64_t a0 = base.storage_offset(), i0 = inv.storage_offset(), d = nb + 1;
-  auto tview = [&](at::IntArrayRef size, at::IntArrayRef stride, int64_t off) {
-    at::Tensor v = base.as_strided(size, stride, a0 + off);
-    return c.conj ? v.conj() : v;
+  const int64_t d = nb + 1;
+  int64_t work = 0;
+  for (int64_t s = ib; s < nb; s *= 2) work = std::max(work, std::max<int64_t>(k / (2 * s), 1) * s * s);
+  const at::Tensor tmp_buf = at::empty({work}, inv.options());
+  const bool t_conj = c.conj != A3.is_conj();
+  auto tview = [&](int64_t cnt, int64_t r, int64_t cc, int64_t bs, int64_t off) {
+    return StridedView{A3, off, cnt, r, cc, bs, rT, cT, t_conj, false};
   };
-  auto iview = [&](at::IntArrayRef size, at::IntArrayRef stride, int64_t off) {
-    return inv.as_strided(size, stride, i0 + off);
+  auto iview = [&](int64_t cnt, int64_t r, int64_t cc, int64_t bs, int64_t off) {
+    return StridedView{inv, off, cnt, r, cc, bs, nb, 1, false, false};
+  };
+  auto tmp = [&](int64_t cnt, int64_t r, int64_t cc) {
+    return StridedView{tmp_buf, 0, cnt, r, cc, r * cc, cc, 1, false, false};
   };
   for (int64_t s = ib; s < nb; s *= 2) {
-    const int64_t npairs = k / (2 * s), ps = 2 * s * d, pa = 2 * s * (rT + cT);
-    if (npairs > 0) {
-      const at::Tensor I11 = iview({npairs, s, s}, {ps, nb, 1}, 0), I22 = iview({npairs, s, s}, {ps, nb, 1}, s * d);
-      if (c.lower) {
-        at::Tensor I21 = iview({npairs, s, s}, {ps, nb, 1}, s * nb);
-        const at::Tensor tmp = at::bmm(tview({npairs, s, s}, {pa, rT, cT}, s * rT), I11);
-        at::baddbmm_out(I21, I21, I22, tmp, 0, -1);
-      } else {
-        at::Tensor I12 = iview({npairs, s, s}, {ps, nb, 1}, s);
-        const at::Tensor tmp = at::bmm(tview({npairs, s, s}, {pa, rT, cT}, s * cT), I22);
-        at::baddbmm_out(I12, I12, I11, tmp, 0, -1);
-      }
-    }
-    const int64_t r0 = npairs * 2 * s, s2 = k - r0 - s;  // a last pair with a shorter second block
-    if (s2 > 0) {
-      const at::Tensor I11 = iview({s, s}, {nb, 1}, r0 * d), I22 = iview({s2, s2}, {nb, 1}, (r0 + s) * d);
-      if (c.lower) {
-        at::Tensor I21 = iview({s2, s}, {nb, 1}, r0 * d + s * nb);
-        const at::Tensor tmp = at::mm(tview({s2, s}, {rT, cT}, (r0 + s) * rT + r0 * cT), I11);
-        at::addmm_out(I21, I21, I22, tmp, 0, -1);
-      } else {
-        at::Tensor I12 = iview({s, s2}, {nb, 1}, r0 * d + s);
-        const at::Tensor tmp = at::mm(tview({s, s2}, {rT, cT}, r0 * rT + (r0 + s) * cT), I22);
-        at::addmm_out(I12, I12, I11, tmp, 0, -1);
+    // Full pairs as batches, then a last pair with a shorter second block (batch 1, s2 < s).
+    const int64_t npairs = k / (2 * s), r0 = npairs * 2 * s, s2 = k - r0 - s;
+    const int64_t ps = 2 * s * d, pa = 2 * s * (rT + cT);
+    for (int part = 0; part < 2; ++part) {
+      const int64_t cnt = part == 0 ? npairs : (s2 > 0 ? 1 : 0), q = part == 0 ? s : s2;
+      if (cnt == 0) continue;
+      const int64_t o = part == 0 ? 0 : r0;  // first row of the (first) pair
+      const StridedView I11 = iview(cnt, s, s, ps, o * d), I22 = iview(cnt, q, q, ps, (o + s) * d);
+      if (c.lower) {  // inv21 = -inv(B) C inv(A), C = T[o+s : o+s+q, o : o+s]
+        const StridedView W = tmp(cnt, q, s);
+        gemm_into<S>(W, 1, tview(cnt, q, s, pa, (o + s) * rT + o * cT), I11, 0);
+        gemm_into<S>(iview(cnt, q, s, ps, o * d + s * nb), -1, I22, W, 0);
+      } else {  // inv12 = -inv(A) C inv(B), C = T[o : o+s, o+s : o+s+q]
+        const StridedView W = tmp(cnt, s, q);
+        gemm_into<S>(W, 1, tview(cnt, s, q, pa, o * rT + (o + s) * cT), I22, 0);
+        gemm_into<S>(iview(cnt, s, q, ps, o * d + s), -1, I11, W, 0);
       }
     }
   }
@@ -347,7 +489,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     p.conj = c.conj;
     p.unit = args.unit;
     check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the diagonal-block inverse kernel");
-    if (ib < nb) combine_inverse_tiles(inv, A3, c, k, nb, ib);
+    if (ib < nb) combine_inverse_tiles<S>(inv, A3, c, k, nb, ib);
   }
 
   // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
@@ -374,7 +516,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
       return;
     }
     const at::Tensor Ik = inv.narrow(1, (r0 / nb) * tile, nb * nb).view({-1, nb, nb}).narrow(1, 0, sz).narrow(2, 0, sz);
-    gemm(Xk, 0, Ik, Rk, a, &Xk);
+    gemm_into<S>(Xk, a, Ik, Rk, 0);
   };
 
   if (choice.variant == BlockedVariant::kBlocked) {
@@ -388,8 +530,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
         continue;
       }
       const int64_t d0 = c.lower ? 0 : r0 + sz, dn = c.lower ? r0 : k - (r0 + sz);
-      const at::Tensor tmp = gemm(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1,
-                                  nullptr);
+      const at::Tensor tmp = gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1);
       leaf(r0, sz, tmp, 1);
     }
     return;
@@ -406,13 +547,13 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
         const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
         if (c.lower) {
           solve(r0, mid, Rr.narrow(1, 0, h), a);
-          const at::Tensor R2 = gemm(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
-                                     Xv.narrow(1, r0, h), -1, nullptr);
+          const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
+                                        Xv.narrow(1, r0, h), -1);
           solve(mid, r1, R2, 1);
         } else {
           solve(mid, r1, Rr.narrow(1, h, h2), a);
-          const at::Tensor R1 = gemm(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
-                                     Xv.narrow(1, mid, h2), -1, nullptr);
+          const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
+                                        Xv.narrow(1, mid, h2), -1);
           solve(r0, mid, R1, 1);
         }
       };

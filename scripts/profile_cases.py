@@ -36,10 +36,11 @@ def cases(all_kernels):
             for kernel in ("auto", "columns", "segments", "segments:8") if m >= 32 else ("auto",):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         yield f"bcastA b=4096 m=64 n=64 {d}", d, "bcast", 64, 64, False, "auto"
-        for m in (128, 256, 512, 1024):
-            yield f"medium m=n={m} {d}", d, (), m, m, False, "auto"
-        yield f"batched b=1024 m=128 n=128 {d}", d, (1024,), 128, 128, False, "auto"
-        yield f"batched b=256 m=256 n=256 {d}", d, (256,), 256, 256, False, "auto"
+        for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
+            for m in (128, 256, 512, 1024, 4096):
+                yield f"medium m=n={m} {d} {gemm}", d, (), m, m, False, gemm
+            yield f"batched b=1024 m=128 n=128 {d} {gemm}", d, (1024,), 128, 128, False, gemm
+            yield f"batched b=256 m=256 n=256 {d} {gemm}", d, (256,), 256, 256, False, gemm
 
 
 def make(d, batch, m, n, unit):
@@ -98,7 +99,10 @@ def main():
             continue
         os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
         os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
-        if kernel != "auto":  # name[:lanes]: HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES]
+        os.environ.pop("HSMA_TRSM_ATEN_GEMM", None)
+        if kernel == "aten-gemm":
+            os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
+        elif kernel != "auto":  # name[:lanes]: HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES]
             name_, _, lanes = kernel.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name_
             if lanes:
@@ -108,7 +112,7 @@ def main():
             "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
             "torch": lambda: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=unit),
         }
-        if kernel != "auto":
+        if kernel not in ("auto",):
             runs.pop("torch")
         for who, fn in runs.items():
             try:
@@ -130,6 +134,7 @@ def main():
         torch.cuda.empty_cache()
     os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
     os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
+    os.environ.pop("HSMA_TRSM_ATEN_GEMM", None)
     path = os.path.join(args.out, "profile_cases.csv")
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "who", "kernel", "us_per_call", "gpu_total_us", "host_us"])

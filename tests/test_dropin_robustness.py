@@ -291,6 +291,8 @@ SWEEP = [
                  id="inverted-blocks-left-looking"),
     pytest.param(600, (), 5, True, False, "N", False, torch.float64, {"HSMA_TRSM_NB": "512", "HSMA_TRSM_IB": "64"},
                  id="inverted-blocks-two-level"),
+    pytest.param(600, (2,), 7, False, True, "C", False, torch.complex64,
+                 {"HSMA_TRSM_NB": "256", "HSMA_TRSM_IB": "32", "HSMA_TRSM_ATEN_GEMM": "1"}, id="aten-gemms"),
 ]
 
 
