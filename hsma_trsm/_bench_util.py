@@ -712,6 +712,10 @@ def _cpu_name() -> str:
 
 
 def _git_revision(cwd: Optional[str] = None) -> str:
+    """The checkout's revision (+dirty); HSMA_BENCH_GIT overrides it, for a copy of the tree whose
+    .git is not the source's (the device machine's copy)."""
+    if os.environ.get("HSMA_BENCH_GIT"):
+        return os.environ["HSMA_BENCH_GIT"]
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
