@@ -240,6 +240,12 @@ struct StridedView {
   }
 };
 
+// cuBLAS's handle for the GEMMs of one solve, fetched from ATen on first use (its getter sets the
+// stream, workspace and math mode on every call; the solve runs on one stream).
+struct BlasHandle {
+  void* handle = nullptr;
+};
+
 // D = alpha * A @ B + beta * D through ATen; A may have batch 1 (broadcast).
 void aten_gemm_into(const StridedView& Dv, const c10::Scalar& alpha, const StridedView& Av, const StridedView& Bv,
                     const c10::Scalar& beta) {
@@ -299,7 +305,7 @@ template <> struct BlasCall<c10::complex<double>> {
 // D = alpha * A @ B + beta * D by one strided-batched cuBLAS call; false if the layouts do not fit.
 template <typename S>
 bool blas_gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
-                    const c10::Scalar& beta) {
+                    const c10::Scalar& beta, BlasHandle& h) {
   using T = typename BlasCall<S>::T;
   // Operands as (data, rows, cols, row stride, col stride, batch stride, conj of the stored
   // values). D must be column-major, or its transpose is, and then D^T = B^T A^T is computed.
@@ -328,7 +334,8 @@ bool blas_gemm_into(const StridedView& D, const c10::Scalar& alpha, const Stride
     return false;
   if (m == 0 || n == 0 || batch == 0) return true;
   const S al = alpha.to<S>(), be = beta.to<S>();
-  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();
+  if (h.handle == nullptr) h.handle = at::cuda::getCurrentCUDABlasHandle();
+  cublasHandle_t handle = static_cast<cublasHandle_t>(h.handle);
   const cublasStatus_t st = BlasCall<S>::strided(
       handle, oa.op, ob.op, int(m), int(n), int(k), reinterpret_cast<const T*>(&al),
       reinterpret_cast<const T*>(a.p), int(oa.ld), a.bs, reinterpret_cast<const T*>(b.p), int(ob.ld), b.bs,
@@ -342,25 +349,20 @@ bool blas_gemm_into(const StridedView& D, const c10::Scalar& alpha, const Stride
 // With beta = 0, D's old values are never read.
 template <typename S>
 void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
-               const c10::Scalar& beta) {
+               const c10::Scalar& beta, BlasHandle& h) {
 #if HSMA_DIRECT_CUBLAS
-  if (!aten_gemm_forced() && blas_gemm_into<S>(D, alpha, A, B, beta)) return;
+  if (!aten_gemm_forced() && blas_gemm_into<S>(D, alpha, A, B, beta, h)) return;
 #endif
   aten_gemm_into(D, alpha, A, B, beta);
-}
-template <typename S>
-void gemm_into(const at::Tensor& D, const c10::Scalar& alpha, const at::Tensor& A, const at::Tensor& B,
-               const c10::Scalar& beta) {
-  gemm_into<S>(StridedView::of(D), alpha, StridedView::of(A), StridedView::of(B), beta);
 }
 
 // beta * C + alpha * A @ B, a new tensor (rows contiguous).
 template <typename S>
 at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& B,
-                const c10::Scalar& alpha) {
+                const c10::Scalar& alpha, BlasHandle& h) {
   at::Tensor D = at::empty(C.sizes(), C.options());
   D.copy_(C);
-  gemm_into<S>(D, alpha, A, B, beta);
+  gemm_into<S>(StridedView::of(D), alpha, StridedView::of(A), StridedView::of(B), beta, h);
   return D;
 }
 
@@ -387,7 +389,7 @@ int64_t inner_block(int64_t nb, int64_t a_batch) {
 // as strided-batched GEMMs over all full pairs, plus plain GEMMs for a last partial pair.
 template <typename S>
 void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonical& c, int64_t k, int64_t nb,
-                           int64_t ib) {
+                           int64_t ib, BlasHandle& h) {
   // T's blocks as views of A3 (conj: T holds conj of A3's plain values), the inverse tiles as views
   // of inv, and one workspace for the products C inv(.) of every level.
   const int64_t rT = c.transposed ? A3.stride(2) : A3.stride(1), cT = c.transposed ? A3.stride(1) : A3.stride(2);
@@ -416,12 +418,12 @@ void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonica
       const StridedView I11 = iview(cnt, s, s, ps, o * d), I22 = iview(cnt, q, q, ps, (o + s) * d);
       if (c.lower) {  // inv21 = -inv(B) C inv(A), C = T[o+s : o+s+q, o : o+s]
         const StridedView W = tmp(cnt, q, s);
-        gemm_into<S>(W, 1, tview(cnt, q, s, pa, (o + s) * rT + o * cT), I11, 0);
-        gemm_into<S>(iview(cnt, q, s, ps, o * d + s * nb), -1, I22, W, 0);
+        gemm_into<S>(W, 1, tview(cnt, q, s, pa, (o + s) * rT + o * cT), I11, 0, h);
+        gemm_into<S>(iview(cnt, q, s, ps, o * d + s * nb), -1, I22, W, 0, h);
       } else {  // inv12 = -inv(A) C inv(B), C = T[o : o+s, o+s : o+s+q]
         const StridedView W = tmp(cnt, s, q);
-        gemm_into<S>(W, 1, tview(cnt, s, q, pa, o * rT + (o + s) * cT), I22, 0);
-        gemm_into<S>(iview(cnt, s, q, ps, o * d + s), -1, I11, W, 0);
+        gemm_into<S>(W, 1, tview(cnt, s, q, pa, o * rT + (o + s) * cT), I22, 0, h);
+        gemm_into<S>(iview(cnt, s, q, ps, o * d + s), -1, I11, W, 0, h);
       }
     }
   }
@@ -468,12 +470,16 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   // the block pairs combined at each doubling level below, are equally spaced along the
   // diagonal, so each level is one strided-batched GEMM over the whole matrix.
   const int64_t tile = nb * (nb + 1);
+  BlasHandle blas;
   const int64_t ib = direct_leaves ? nb : inner_block(nb, A3.size(0));
   at::Tensor inv;
   if (!direct_leaves) {
     // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
     // kernel); with ib < nb, GEMM doubling then builds the NB x NB inverses from them.
-    inv = ib < nb ? at::zeros({A3.size(0), nblk * tile}, A3.options()) : at::empty({A3.size(0), nblk * tile}, A3.options());
+    inv = at::empty({A3.size(0), nblk * tile}, A3.options());
+    if (ib < nb)  // the doubling fills the tiles' off-diagonal blocks below (above) the diagonal only
+      check_launch(cudaMemsetAsync(inv.data_ptr(), 0, inv.nbytes(), c10::cuda::getCurrentCUDAStream()),
+                   "zeroing the inverse tiles");
     DiagInverseProblem<K> p;
     p.m = k;
     p.nb = ib;
@@ -489,7 +495,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     p.conj = c.conj;
     p.unit = args.unit;
     check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the diagonal-block inverse kernel");
-    if (ib < nb) combine_inverse_tiles<S>(inv, A3, c, k, nb, ib);
+    if (ib < nb) combine_inverse_tiles<S>(inv, A3, c, k, nb, ib, blas);
   }
 
   // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
@@ -515,8 +521,8 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
       small_solve<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls);
       return;
     }
-    const at::Tensor Ik = inv.narrow(1, (r0 / nb) * tile, nb * nb).view({-1, nb, nb}).narrow(1, 0, sz).narrow(2, 0, sz);
-    gemm_into<S>(Xk, a, Ik, Rk, 0);
+    const StridedView Ik{inv, (r0 / nb) * tile, inv.size(0), sz, sz, inv.stride(0), nb, 1, false, false};
+    gemm_into<S>(StridedView::of(Xk), a, Ik, StridedView::of(Rk), 0, blas);
   };
 
   if (choice.variant == BlockedVariant::kBlocked) {
@@ -530,7 +536,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
         continue;
       }
       const int64_t d0 = c.lower ? 0 : r0 + sz, dn = c.lower ? r0 : k - (r0 + sz);
-      const at::Tensor tmp = gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1);
+      const at::Tensor tmp = gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1, blas);
       leaf(r0, sz, tmp, 1);
     }
     return;
@@ -548,12 +554,12 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
         if (c.lower) {
           solve(r0, mid, Rr.narrow(1, 0, h), a);
           const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
-                                        Xv.narrow(1, r0, h), -1);
+                                        Xv.narrow(1, r0, h), -1, blas);
           solve(mid, r1, R2, 1);
         } else {
           solve(mid, r1, Rr.narrow(1, h, h2), a);
           const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
-                                        Xv.narrow(1, mid, h2), -1);
+                                        Xv.narrow(1, mid, h2), -1, blas);
           solve(r0, mid, R1, 1);
         }
       };
