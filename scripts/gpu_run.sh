@@ -2,7 +2,9 @@
 # One full run on a GPU machine (the H200): build (sm_90, all cores), the whole test suite on
 # the GPU, the benchmark against torch; logs and CSVs go to the folder given (default $OUT, else
 # ./gpu-out). STAGES (default "build tune test sanitize bench") selects steps; PYTEST_ARGS adds pytest
-# options, BENCH_ARGS / TUNE_ARGS benchmark / tuner options. The tuner's table is written to the
+# options and BENCH_ARGS / TUNE_ARGS benchmark / tuner options (all split at spaces: no quoting),
+# PYTEST_K one -k expression (spaces allowed). HSMA_BENCH_GIT=<revision> names the commit in the
+# result files where this copy of the tree has no .git of its own (the device machine's). The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
 # notebooks, profile. Everything written is packed into OUTDIR/run.tgz at the end (the
@@ -53,7 +55,10 @@ fi
 if [[ " $STAGES " == *" test "* ]]; then
   echo "== tests"
   start=$(date +%s)
-  timeout "${TEST_TIMEOUT:-200}" "$PY" -m pytest -q -ra -n 4 --junitxml="$OUTDIR/junit.xml" ${PYTEST_ARGS:-} tests >"$OUTDIR/tests.log" 2>&1 || status=1
+  k_args=()
+  [ -n "${PYTEST_K:-}" ] && k_args=(-k "$PYTEST_K")
+  timeout "${TEST_TIMEOUT:-200}" "$PY" -m pytest -q -ra -n 4 --junitxml="$OUTDIR/junit.xml" "${k_args[@]}" ${PYTEST_ARGS:-} tests \
+    >"$OUTDIR/tests.log" 2>&1 || status=1
   echo "tests took $(( $(date +%s) - start )) s"
   grep -E "passed|failed|error" "$OUTDIR/tests.log" | tail -n 3
   grep -E "^(FAILED|ERROR)" "$OUTDIR/tests.log" | head -n 40
@@ -107,9 +112,13 @@ if [[ " $STAGES " == *" notebooks "* ]]; then
   rm -f "$marker"
 fi
 if [[ " $STAGES " == *" profile "* ]]; then
-  # Opt-in: per-kernel GPU time and host time of selected solves (scripts/profile_cases.py).
+  # Opt-in: per-kernel GPU time and host time of selected solves (scripts/profile_cases.py);
+  # PROFILE_FILTER: its --filter (cases whose names contain one of these |-separated strings).
   echo "== profile"
-  timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/profile_cases.py --out "$OUTDIR" ${PROFILE_ARGS:-} >"$OUTDIR/profile.log" 2>&1 || status=1
+  f_args=()
+  [ -n "${PROFILE_FILTER:-}" ] && f_args=(--filter "$PROFILE_FILTER")
+  timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/profile_cases.py --out "$OUTDIR" "${f_args[@]}" ${PROFILE_ARGS:-} \
+    >"$OUTDIR/profile.log" 2>&1 || status=1
   grep -v -i warn "$OUTDIR/profile.log" | cut -c1-160 | tail -n 60
 fi
 

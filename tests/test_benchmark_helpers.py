@@ -407,3 +407,13 @@ def test_main_quick_cpu(tmp_path, capsys):
     with open(os.path.join(out, f"bench_cpu_{date}_small-overhead_t.md")) as f:
         md = f.read()
     assert "## small" in md and "## overhead" in md and "| target | case |" in md
+
+
+def test_git_revision_override(monkeypatch):
+    """HSMA_BENCH_GIT names the revision in the result files (a copy of the tree without its .git);
+    unset, the revision comes from git (a short hash, with +dirty) or is 'unknown'."""
+    monkeypatch.setenv("HSMA_BENCH_GIT", "abc1234")
+    assert bu.env_info("cpu")["git"] == "abc1234"
+    monkeypatch.delenv("HSMA_BENCH_GIT")
+    rev = bu.env_info("cpu")["git"]
+    assert rev != "abc1234" and (rev == "unknown" or all(c in "0123456789abcdef" for c in rev.split("+")[0]))
