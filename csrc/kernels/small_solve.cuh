@@ -442,10 +442,20 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
 // batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
 constexpr int kNarrowSegment = 8;
+// Measured on the H200 only. On AMD (64-wide wavefronts; clang does not fully unroll the complex
+// 8-lane substitution, so its rows would leave registers) the launcher keeps the choices it had
+// before them: the column kernel where it fits, else warp-wide segments.
+#if HSMA_HIP
+constexpr bool kNarrowSegments = false;
+#else
+constexpr bool kNarrowSegments = true;
+#endif
 
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes) {
-  if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
+  if constexpr (kNarrowSegments) {
+    if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
+  }
   return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
@@ -468,7 +478,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // complex64 or more fills too many of one thread's registers).
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
   const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8));
-  const bool narrow_segments = !few_columns && kComplex && p.m > 16;
+  const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 16;
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
                                  (p.kernel == SmallKernel::kAuto && p.m > 16 && p.n <= kWarpTaskMaxColumns &&
