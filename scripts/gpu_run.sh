@@ -7,7 +7,7 @@
 # result files where this copy of the tree has no .git of its own (the device machine's). The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
-# notebooks, profile. Everything written is packed into OUTDIR/run.tgz at the end (the
+# notebooks, profile, ncu. Everything written is packed into OUTDIR/run.tgz at the end (the
 # device tool returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -120,6 +120,31 @@ if [[ " $STAGES " == *" profile "* ]]; then
   timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/profile_cases.py --out "$OUTDIR" "${f_args[@]}" ${PROFILE_ARGS:-} \
     >"$OUTDIR/profile.log" 2>&1 || status=1
   grep -v -i warn "$OUTDIR/profile.log" | cut -c1-160 | tail -n 60
+fi
+
+if [[ " $STAGES " == *" ncu "* ]]; then
+  # Opt-in: Nsight Compute on selected kernels of selected solves (stall reasons, occupancy,
+  # memory throughput): NCU_KERNELS (a regex of kernel names, default the small-path kernels) over
+  # scripts/profile_cases.py --plain --filter "$PROFILE_FILTER" (each solve called twice, the first
+  # NCU_LAUNCHES matching launches profiled, default 20); NCU_ARGS adds ncu options. The H200's
+  # clocks are left alone (--clock-control none).
+  echo "== ncu"
+  NCU=${NCU:-$(command -v ncu || echo "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/ncu")}
+  if [ -x "$NCU" ]; then
+    f_args=()
+    [ -n "${PROFILE_FILTER:-}" ] && f_args=(--filter "$PROFILE_FILTER")
+    mkdir -p "$OUTDIR/ncu-cases"
+    timeout "${NCU_TIMEOUT:-300}" "$NCU" --clock-control none --target-processes all \
+      -k "regex:${NCU_KERNELS:-small_solve|diag_inverse}" --launch-count "${NCU_LAUNCHES:-20}" \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis ${NCU_ARGS:-} \
+      "$PY" scripts/profile_cases.py --out "$OUTDIR/ncu-cases" --plain --calls 1 "${f_args[@]}" >"$OUTDIR/ncu.log" 2>&1 || status=1
+    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall" \
+      "$OUTDIR/ncu.log" | head -n 80
+  else
+    echo "ncu not found (set NCU); ncu stage skipped"
+    status=1
+  fi
 fi
 
 # Everything in one archive (the device tool returns a limited number of files).

@@ -90,6 +90,8 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--filter", default="", help="run cases whose name contains one of these |-separated strings")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--plain", action="store_true",
+                    help="only call each solve (a warm-up and --calls more), no torch.profiler: for running under ncu")
     ap.add_argument("--cpu-ops", type=int, default=0, help="print the N host ops with the most self CPU time")
     ap.add_argument("--all-kernels", action="store_true", help="every forced small kernel at every single-solve shape")
     args = ap.parse_args()
@@ -115,6 +117,12 @@ def main():
         if kernel not in ("auto",):
             runs.pop("torch")
         for who, fn in runs.items():
+            if args.plain:
+                for _ in range(1 + args.calls):
+                    fn()
+                torch.cuda.synchronize()
+                print(f"{name:44s} {who:5s} called {1 + args.calls} times")
+                continue
             try:
                 kt, cpu = kernel_times(fn, args.calls)
                 h = host_us(fn)
