@@ -225,6 +225,7 @@ template <typename T, int M, int kThreads>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
                                                      int t) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
+  static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
 #pragma unroll 1
@@ -474,10 +475,15 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // The segment kernel spreads each column's substitution over a segment's lanes, the column
   // kernel runs it on one thread. Warp-wide segments win (H200, scripts/profile_cases.py) for a
   // few columns of a triangle beyond 16 rows (a single solve) and for batches of single vectors in
-  // 8- and 16-byte types; 8-lane segments for complex batches of orders beyond 16 (a column of 32
-  // complex64 or more fills too many of one thread's registers).
+  // 8- and 16-byte types; 8-lane segments for complex solves of orders beyond 16 with more columns
+  // in all (batch * n > kFewColumns: batches, or one wide B), where a column of 32 complex64 or
+  // more fills too many of one thread's registers. Without 8-lane segments (AMD), complex64 beyond
+  // 48 rows takes warp-wide segments unless a batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
-  const bool few_columns = p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8));
+  constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
+  const bool few_columns =
+      p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
+                   (!kNarrowSegments && kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
   const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 16;
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
@@ -502,7 +508,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
     }
   }
-  // HSMA_TRSM_SEGMENT_LANES (p.segment_lanes) forces the lanes per column.
+  // HSMA_TRSM_SEGMENT_LANES (p.segment_lanes) forces the segment kernel with that many lanes per
+  // column (8 runs as 32 where 8-lane segments are not built: AMD).
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
   if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
