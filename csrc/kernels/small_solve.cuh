@@ -297,6 +297,24 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
   }
 }
 
+// One column of a segment: substitutes b (the lane's rows of column j, loaded) and writes the
+// solved rows to X, if the column is one of the task's (j_active).
+template <typename T, int M, int kSeg>
+__device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
+                                                       bool exact, const SolveProblem<T>& p, T* X, int64_t j,
+                                                       bool j_active) {
+  if (exact)
+    substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
+  else
+    substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
+  const int m = static_cast<int>(p.m);
+#pragma unroll
+  for (int s = 0; s < M / kSeg; ++s) {
+    const int row = lane + s * kSeg;
+    if (j_active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
+  }
+}
+
 // Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
 // block loads the triangle into shared memory (packed by columns), then each kSeg-lane segment
 // solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
@@ -346,15 +364,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
       const int64_t j = j0 + seg;
       if (!kEarlyRhs || j0 != j_begin) load_rhs(j);
-      if (exact_task)
-        substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
-      else
-        substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
-#pragma unroll
-      for (int s = 0; s < kRows; ++s) {
-        const int row = lane + s * kSeg;
-        if (j < j_end && row < m) X[row * p.x.row + j * p.x.col] = b[s];
-      }
+      solve_and_store_column<T, M, kSeg>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
@@ -401,15 +411,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
         const int row = lane + s * kSegment;
         b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
-      if (exact_task)
-        substitute_segment<T, M, kSegment, true>(b, Ls, Rs, lane, p.unit);
-      else
-        substitute_segment<T, M, kSegment, false>(b, Ls, Rs, lane, p.unit);
-#pragma unroll
-      for (int s = 0; s < kRows; ++s) {
-        const int row = lane + s * kSegment;
-        if (row < m) X[row * p.x.row + j * p.x.col] = b[s];
-      }
+      solve_and_store_column<T, M, kSegment>(b, Ls, Rs, lane, exact_task, p, X, j, true);
     }
   }
 }
