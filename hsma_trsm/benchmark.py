@@ -318,6 +318,14 @@ TORCH = Contender("torch", torch_call, checked=False)
 # Running one case
 
 
+def _time_eager(fn, is_cuda, cfg, warm):
+    """Median of isolated calls of fn with the suite's settings: CUDA events on a GPU, perf_counter
+    on the CPU (see bu.time_cuda_events / bu.time_cpu)."""
+    timer = bu.time_cuda_events if is_cuda else bu.time_cpu
+    return timer(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps, max_reps=cfg.max_reps,
+                 max_s=cfg.max_s, warm=warm)
+
+
 def _short(e: BaseException, limit: int = 160, root: bool = False) -> str:
     """One-line 'Type: message' of e, or with ``root`` of the first exception in e's chain (for a
     failed graph capture: the call that broke the capture, not capture_end's follow-up error)."""
@@ -424,12 +432,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
         warm = first_s.get(c.name, 0.0) >= cfg.warm_after_s
         try:
             with bu.env_override(c.env):
-                if is_cuda:
-                    t = bu.time_cuda_events(fns[c.name], warmup=cfg.warmup, target_s=cfg.target_s,
-                                            min_reps=cfg.min_reps, max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
-                else:
-                    t = bu.time_cpu(fns[c.name], warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
-                                    max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+                t = _time_eager(fns[c.name], is_cuda, cfg, warm)
             row[f"{c.name}_us"], row[f"{c.name}_min_us"], row[f"{c.name}_reps"] = t.median_us, t.min_us, t.reps
         except Exception as e:  # noqa: BLE001
             failed.add(c.name)
@@ -851,12 +854,7 @@ def suite_large(ctx: Ctx) -> SuiteResult:
                 fn()
                 _sync(ctx.device)
                 warm = time.perf_counter() - t0 >= cfg.warm_after_s
-                if ctx.is_cuda:
-                    t = bu.time_cuda_events(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
-                                            max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
-                else:
-                    t = bu.time_cpu(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
-                                    max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+                t = _time_eager(fn, ctx.is_cuda, cfg, warm)
                 gemm_cache[key] = (t.median_us, t.reps)
             row["gemm_us"], row["gemm_reps"] = gemm_cache[key]
         return measure
@@ -1029,12 +1027,7 @@ def suite_split(ctx: Ctx) -> SuiteResult:
             row["hsma_rel_err"] = bu.rel_error(select(X), ref)
             del X, ref
             warm = first >= cfg.warm_after_s
-            if ctx.is_cuda:
-                t = bu.time_cuda_events(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
-                                        max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
-            else:
-                t = bu.time_cpu(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps,
-                                max_reps=cfg.max_reps, max_s=cfg.max_s, warm=warm)
+            t = _time_eager(fn, ctx.is_cuda, cfg, warm)
             row["call_us"], row["hsma_us"], row["hsma_reps"] = t.median_us, t.median_us, t.reps
             calls = 1 if t.median_us > 20000 else 5
             kernels = bu.profile_kernels(fn, ctx.device, calls=calls)

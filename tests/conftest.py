@@ -121,6 +121,20 @@ def make_triangular(k, *, batch=(), dtype=torch.float64, upper=False, unit=False
     return M.to(dtype=dtype, device=device)
 
 
+def hsma_solver(left, upper, trans, unit, alpha):
+    """f(A, B) = torch.ops.hsma.trsm with these arguments (for autograd and torch.func tests)."""
+
+    def f(A, B):
+        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
+
+    return f
+
+
+def randn_like(t, gen):
+    """Standard normal values of t's shape, dtype and device, drawn from the CPU generator gen."""
+    return torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device)
+
+
 def triangle_mask(k, *, upper, unit, device="cpu"):
     """Boolean (k, k) mask of the entries of A that the solve may read."""
     ones = torch.ones(k, k, dtype=torch.bool, device=device)

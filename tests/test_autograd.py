@@ -13,20 +13,15 @@ from conftest import (
     b_shape,
     default_alpha,
     dtype_id,
+    hsma_solver,
     make_rhs,
     make_triangular,
+    randn_like,
     triangle_mask,
 )
 
 BOOL = [False, True]
 GRAD_DTYPES = [torch.float64, torch.complex128]
-
-
-def _solver(left, upper, trans, unit, alpha):
-    def f(A, B):
-        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
-
-    return f
 
 
 def _torch_solver(left, upper, trans, unit, alpha):
@@ -45,10 +40,6 @@ def _leaves(k, other, *, left, upper, unit, dtype, device, gen, a_batch=(), b_ba
     A = make_triangular(k, batch=a_batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen, fill=fill)
     B = make_rhs(b_shape(k, other, left=left, batch=b_batch), dtype=dtype, device=device, gen=gen)
     return A.requires_grad_(), B.requires_grad_()
-
-
-def _random_cotangent(X, gen):
-    return torch.randn(X.shape, dtype=X.dtype, generator=gen).to(X.device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +64,7 @@ GRADCHECK_CASES = [
 def test_gradcheck_variants(device, dtype, left, upper, trans, unit, k, other, alpha, gen):
     alpha = default_alpha(dtype) if alpha == "default" else alpha
     A, B = _leaves(k, other, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen)
-    f = _solver(left, upper, trans, unit, alpha)
+    f = hsma_solver(left, upper, trans, unit, alpha)
     assert gradcheck(f, (A, B))
     assert gradgradcheck(f, (A, B))
 
@@ -90,7 +81,7 @@ def test_gradcheck_broadcast(device, dtype, left, a_batch, b_batch, gen):
     upper, trans, unit = left, ("C" if left else "T"), not left
     A, B = _leaves(3, 2, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen,
                    a_batch=a_batch, b_batch=b_batch)
-    f = _solver(left, upper, trans, unit, default_alpha(dtype))
+    f = hsma_solver(left, upper, trans, unit, default_alpha(dtype))
     assert gradcheck(f, (A, B))
     assert gradgradcheck(f, (A, B))
 
@@ -110,8 +101,8 @@ def test_grads_match_torch(device, dtype, left, upper, trans, unit, k, a_batch, 
     alpha = default_alpha(dtype)
     A, B = _leaves(k, 3, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen,
                    a_batch=a_batch, b_batch=b_batch)
-    X = _solver(left, upper, trans, unit, alpha)(A, B)
-    G = _random_cotangent(X, gen)
+    X = hsma_solver(left, upper, trans, unit, alpha)(A, B)
+    G = randn_like(X, gen)
     gA, gB = torch.autograd.grad(X, (A, B), G)
     A2, B2 = A.detach().clone().requires_grad_(), B.detach().clone().requires_grad_()
     X2 = _torch_solver(left, upper, trans, unit, alpha)(A2, B2)
@@ -135,7 +126,7 @@ def test_grads_match_torch(device, dtype, left, upper, trans, unit, k, a_batch, 
 def test_drop_in_grads_match_torch(device, dtype, left, upper, unit, k, gen):
     A, B = _leaves(k, 2, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen, b_batch=(2,))
     X = hsma_trsm.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
-    G = _random_cotangent(X, gen)
+    G = randn_like(X, gen)
     gA, gB = torch.autograd.grad(X, (A, B), G)
     A2, B2 = A.detach().clone().requires_grad_(), B.detach().clone().requires_grad_()
     X2 = torch.linalg.solve_triangular(A2, B2, upper=upper, left=left, unitriangular=unit)
@@ -161,9 +152,9 @@ def test_grad_A_zero_off_triangle_with_nan(device, dtype, left, upper, trans, un
     k = 6
     A, B = _leaves(k, 3, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen,
                    fill=float("nan"))
-    f = _solver(left, upper, trans, unit, default_alpha(dtype))
+    f = hsma_solver(left, upper, trans, unit, default_alpha(dtype))
     X = f(A, B)
-    G = _random_cotangent(X, gen)
+    G = randn_like(X, gen)
     gA, gB = torch.autograd.grad(X, (A, B), G)
     assert torch.isfinite(gA).all() and torch.isfinite(gB).all()
     used = triangle_mask(k, upper=upper, unit=unit, device=device)
@@ -191,7 +182,7 @@ def test_grad_one_input(device, which, gen):
     A = make_triangular(k, dtype=dtype, upper=True, device=device, gen=gen, fill=None)
     B = make_rhs((3, k), dtype=dtype, device=device, gen=gen)
     (A if which == "A" else B).requires_grad_()
-    f = _solver(False, True, "T", False, 0.5j)
+    f = hsma_solver(False, True, "T", False, 0.5j)
     X = f(A, B)
     assert X.requires_grad
     X.abs().sum().backward()
@@ -221,12 +212,12 @@ def test_gradcheck_cuda_blocked(device, dtype, left, upper, trans, unit, block_s
     block_size(32)
     k = 70
     A, B = _leaves(k, 2, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen, b_batch=(2,))
-    f = _solver(left, upper, trans, unit, default_alpha(dtype))
+    f = hsma_solver(left, upper, trans, unit, default_alpha(dtype))
     assert gradcheck(f, (A, B), fast_mode=True)
     assert gradgradcheck(f, (A, B), fast_mode=True)
     # And the full gradients equal the CPU ones.
     X = f(A, B)
-    G = _random_cotangent(X, gen)
+    G = randn_like(X, gen)
     gA, gB = torch.autograd.grad(X, (A, B), G)
     Ac, Bc = A.detach().cpu().requires_grad_(), B.detach().cpu().requires_grad_()
     gAc, gBc = torch.autograd.grad(f(Ac, Bc), (Ac, Bc), G.cpu())

@@ -17,20 +17,15 @@ from conftest import (
     b_shape,
     default_alpha,
     dtype_id,
+    hsma_solver,
     make_rhs,
     make_triangular,
+    randn_like,
     triangle_mask,
 )
 
 BOOL = [False, True]
 GRAD_DTYPES = [torch.float64, torch.complex128]
-
-
-def _op(left, upper, trans, unit, alpha):
-    def f(A, B):
-        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
-
-    return f
 
 
 def _torch_op(left, upper, trans, unit, alpha):
@@ -56,10 +51,6 @@ def _inputs(k, other, *, left, upper, unit, dtype, device, gen, a_batch=(), b_ba
     return A, B
 
 
-def _randn_like(t, gen):
-    return torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device)
-
-
 # ---------------------------------------------------------------------------------------------
 # Forward mode: gradcheck's forward-AD check (finite differences) over every variant.
 
@@ -74,7 +65,7 @@ def test_gradcheck_forward_ad(device, dtype, left, upper, trans, unit, gen):
     """Forward AD (and batched forward AD, i.e. vmap over jvp) against finite differences; the
     unused part of A holds finite junk, so a tangent that leaks from it is caught."""
     A, B = _inputs(3, 2, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen, b_batch=(2,))
-    f = _op(left, upper, trans, unit, default_alpha(dtype))
+    f = hsma_solver(left, upper, trans, unit, default_alpha(dtype))
     assert gradcheck(f, (A.requires_grad_(), B.requires_grad_()), check_forward_ad=True, check_backward_ad=False,
                      check_undefined_grad=False, check_batched_forward_grad=True)
 
@@ -87,7 +78,7 @@ def test_gradgradcheck_fwd_over_rev(device, dtype, left, upper, trans, unit, gen
     """Double backward and forward-over-reverse (the backward formula's own tangents)."""
     A, B = _inputs(3, 2, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen, a_batch=(2, 1),
                    b_batch=(3,))
-    f = _op(left, upper, trans, unit, default_alpha(dtype))
+    f = hsma_solver(left, upper, trans, unit, default_alpha(dtype))
     assert gradgradcheck(f, (A.requires_grad_(), B.requires_grad_()), check_fwd_over_rev=True,
                          check_rev_over_rev=True)
 
@@ -105,8 +96,8 @@ def test_jvp_matches_torch(device, dtype, left, trans, unit, k, a_batch, b_batch
     alpha = default_alpha(dtype)
     A, B = _inputs(k, 3, left=left, upper=upper, unit=unit, dtype=dtype, device=device, gen=gen, a_batch=a_batch,
                    b_batch=b_batch, fill=float("nan"))
-    dA, dB = _randn_like(A, gen), _randn_like(B, gen)
-    f, g = _op(left, upper, trans, unit, alpha), _torch_op(left, upper, trans, unit, alpha)
+    dA, dB = randn_like(A, gen), randn_like(B, gen)
+    f, g = hsma_solver(left, upper, trans, unit, alpha), _torch_op(left, upper, trans, unit, alpha)
     tol = 1e-4 if dtype in (torch.float32, torch.complex64) else 1e-10
     for tangents in [(dA, dB), (dA, torch.zeros_like(B)), (torch.zeros_like(A), dB)]:
         X, dX = jvp(f, (A, B), tangents)
@@ -131,8 +122,8 @@ def test_jvp_central_differences(device, dtype, left, upper, gen):
     k = 6
     A, B = _inputs(k, 4, left=left, upper=upper, unit=False, dtype=dtype, device=device, gen=gen, fill=0.0)
     used = triangle_mask(k, upper=upper, unit=False, device=device)
-    dA = torch.where(used, _randn_like(A, gen), torch.zeros((), dtype=dtype, device=device))
-    dB = _randn_like(B, gen)
+    dA = torch.where(used, randn_like(A, gen), torch.zeros((), dtype=dtype, device=device))
+    dB = randn_like(B, gen)
 
     def f(A, B):
         return hsma_trsm.solve_triangular(A, B, upper=upper, left=left)
@@ -153,19 +144,19 @@ def test_unit_diagonal_and_unused_part_have_no_tangent(device, dtype, upper, tra
     k = 7
     A, B = _inputs(k, 3, left=True, upper=upper, unit=True, dtype=dtype, device=device, gen=gen, fill=0.0)
     ignored = ~triangle_mask(k, upper=upper, unit=True, device=device)  # diagonal + other triangle
-    dA = torch.where(ignored, _randn_like(A, gen), torch.zeros((), dtype=dtype, device=device))
-    _, dX = jvp(_op(True, upper, trans, True, 1), (A, B), (dA, torch.zeros_like(B)))
+    dA = torch.where(ignored, randn_like(A, gen), torch.zeros((), dtype=dtype, device=device))
+    _, dX = jvp(hsma_solver(True, upper, trans, True, 1), (A, B), (dA, torch.zeros_like(B)))
     assert torch.count_nonzero(dX) == 0
     A_nonunit = A.clone()
     A_nonunit.diagonal(dim1=-2, dim2=-1).fill_(1.5)
-    _, dX = jvp(_op(True, upper, trans, False, 1), (A_nonunit, B), (dA, torch.zeros_like(B)))
+    _, dX = jvp(hsma_solver(True, upper, trans, False, 1), (A_nonunit, B), (dA, torch.zeros_like(B)))
     assert torch.count_nonzero(dX) > 0  # the diagonal's tangent counts when it is read
     # Reverse mode and the Hessian agree: nothing flows to / from the ignored entries.
     Ar = A.clone().requires_grad_()
-    X = _op(True, upper, trans, True, 1)(Ar, B)
+    X = hsma_solver(True, upper, trans, True, 1)(Ar, B)
     (gA,) = torch.autograd.grad(X.abs().sum(), Ar, create_graph=True)
     assert torch.count_nonzero(gA.detach()[..., ignored]) == 0
-    (ggA,) = torch.autograd.grad((gA * _randn_like(gA, gen)).real.sum(), Ar)
+    (ggA,) = torch.autograd.grad((gA * randn_like(gA, gen)).real.sum(), Ar)
     assert torch.count_nonzero(ggA[..., ignored]) == 0
 
 
@@ -190,7 +181,7 @@ def test_functorch_transforms_match_torch(device, gen):
         torch.testing.assert_close(grad(loss(ours), argnums)(A, B), grad(loss(theirs), argnums)(A, B), **tol)
     X, pull = vjp(ours, A, B)
     X2, pull2 = vjp(theirs, A, B)
-    G = _randn_like(X, gen)
+    G = randn_like(X, gen)
     torch.testing.assert_close(pull(G), pull2(G), **tol)
     for jac in (jacrev, jacfwd):
         torch.testing.assert_close(jac(ours, argnums=(0, 1))(A, B), jac(theirs, argnums=(0, 1))(A, B), **tol)
