@@ -152,6 +152,13 @@ int segment_lanes_choice() {
   return 0;
 }
 
+// HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
+// (ablations).
+bool async_copy_choice() {
+  const char* env = std::getenv("HSMA_TRSM_ASYNC_COPY");
+  return env == nullptr || std::string(env) != "0";
+}
+
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -194,6 +201,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.alpha = to_kernel_scalar<K>(args.alpha);
   p.kernel = small_kernel_choice();
   p.segment_lanes = segment_lanes_choice();
+  p.async_copy = async_copy_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);
     p.l = {-p.l.row, -p.l.col};

@@ -22,25 +22,48 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 def cases(all_kernels):
     for d in DT:
-        for kernel in ("auto", "columns", "segments", "pipeline"):
+        for kernel in ("auto", "auto+sync-copy", "columns", "segments", "pipeline"):
             if kernel == "pipeline" and d != "c128":
                 continue
             for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
-                if kernel != "auto" and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
+                if kernel not in ("auto", "auto+sync-copy") and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
                     continue
                 if (m, n) == (64, 4096) and kernel == "segments":
                     yield f"single m={m} n={n} {d} segments:8", d, (), m, n, False, "segments:8"
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "columns", "segments", "segments:8") if m >= 32 else ("auto",):
+            for kernel in ("auto", "auto+sync-copy", "columns", "segments", "segments:8") if m >= 32 else (
+                    "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
-        yield f"bcastA b=4096 m=64 n=64 {d}", d, "bcast", 64, 64, False, "auto"
+        for kernel in ("auto", "auto+sync-copy"):
+            yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
         for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
             for m in (128, 256, 512, 1024, 4096):
                 yield f"medium m=n={m} {d} {gemm}", d, (), m, m, False, gemm
             yield f"batched b=1024 m=128 n=128 {d} {gemm}", d, (1024,), 128, 128, False, gemm
             yield f"batched b=256 m=256 n=256 {d} {gemm}", d, (256,), 256, 256, False, gemm
+
+
+VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY")
+
+
+def set_variant(spec):
+    """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
+    HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0)
+    or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
+    for key in VARIANT_ENV:
+        os.environ.pop(key, None)
+    for part in spec.split("+"):
+        if part == "aten-gemm":
+            os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
+        elif part == "sync-copy":
+            os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
+        elif part != "auto":
+            name, _, lanes = part.partition(":")
+            os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
+            if lanes:
+                os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
 
 
 def make(d, batch, m, n, unit):
@@ -99,22 +122,13 @@ def main():
     for name, d, batch, m, n, unit, kernel in cases(args.all_kernels):
         if args.filter and not any(f in name for f in args.filter.split("|")):
             continue
-        os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
-        os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
-        os.environ.pop("HSMA_TRSM_ATEN_GEMM", None)
-        if kernel == "aten-gemm":
-            os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
-        elif kernel != "auto":  # name[:lanes]: HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES]
-            name_, _, lanes = kernel.partition(":")
-            os.environ["HSMA_TRSM_SMALL_KERNEL"] = name_
-            if lanes:
-                os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
+        set_variant(kernel)
         A, B = make(d, batch, m, n, unit)
         runs = {
             "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
             "torch": lambda: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=unit),
         }
-        if kernel not in ("auto",):
+        if kernel != "auto":
             runs.pop("torch")
         for who, fn in runs.items():
             if args.plain:
@@ -140,9 +154,7 @@ def main():
                              "gpu_total_us": f"{total:.3f}", "host_us": f"{h:.2f}"})
         del A, B
         torch.cuda.empty_cache()
-    os.environ.pop("HSMA_TRSM_SMALL_KERNEL", None)
-    os.environ.pop("HSMA_TRSM_SEGMENT_LANES", None)
-    os.environ.pop("HSMA_TRSM_ATEN_GEMM", None)
+    set_variant("auto")
     path = os.path.join(args.out, "profile_cases.csv")
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "who", "kernel", "us_per_call", "gpu_total_us", "host_us"])

@@ -284,6 +284,8 @@ SWEEP = [
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
+    pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",
+                 "HSMA_TRSM_ASYNC_COPY": "0"}, id="small-columns-register-staging"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -8,7 +8,8 @@
 //     64 KB on AMD: the paper's setting and exactly one complex128 64x64 tile);
 //   - a small complex type with the same layout as c10::complex / std::complex;
 //   - the runtime calls a launcher needs to opt a kernel into more dynamic shared memory
-//     (hsmaFuncSetAttribute) and to size its grid (hsmaOccupancyMaxActiveBlocksPerMultiprocessor).
+//     (hsmaFuncSetAttribute) and to size its grid (hsmaOccupancyMaxActiveBlocksPerMultiprocessor);
+//   - asynchronous global -> shared copies (cp.async on sm_80+, a load and a store elsewhere).
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
@@ -188,6 +189,34 @@ __device__ inline double shfl(double v, int src, int width) {
 }
 template <typename R> __device__ inline complex<R> shfl(complex<R> v, int src, int width) {
   return {shfl(v.re, src, width), shfl(v.im, src, width)};
+}
+
+// Copy of one element from global to shared memory that does not wait for the load: cp.async
+// on NVIDIA sm_80 and newer (no register holds the value; every copy a thread issues is in flight
+// at once), elsewhere a plain load and store. The copies a thread issued have landed, for that
+// thread, after copy_async_wait_all(); for the block, after a barrier that follows it.
+#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HSMA_ASYNC_COPY 1
+#else
+#define HSMA_ASYNC_COPY 0
+#endif
+template <typename T> __device__ inline void copy_async(T* dst_shared, const T* src_global) {
+#if HSMA_ASYNC_COPY
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "copy_async: 4, 8 or 16 bytes");
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+  if constexpr (sizeof(T) == 16)  // .cg (L2 only) takes only 16-byte copies
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src_global) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src_global), "n"(int(sizeof(T)))
+                 : "memory");
+#else
+  *dst_shared = *src_global;
+#endif
+}
+__device__ inline void copy_async_wait_all() {
+#if HSMA_ASYNC_COPY
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
 }
 
 // Lane index within the warp / wavefront.

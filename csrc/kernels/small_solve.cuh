@@ -31,6 +31,7 @@
 // The kernels and launcher are templates here; small_solve_<dtype>.cu instantiate one data type
 // each, so that the four compile in parallel.
 #pragma once
+#include <algorithm>
 #include <type_traits>
 
 #include "trsm_problem.h"
@@ -56,6 +57,77 @@ __device__ inline void task_coords(int64_t task, int64_t ntiles, int64_t& bidx, 
   }
   bidx = task / ntiles;
   tile = task - bidx * ntiles;
+}
+
+// Stages elements [first, total) (step `stride`) of triangles into shared memory: locate(e, dst,
+// fill) gives element e's shared-memory slot in dst (nullptr: not stored) and returns its global
+// address, or nullptr when the slot takes `fill` instead (identity padding, a unit diagonal).
+// With `async` (p.async_copy) and cp.async available, every copy is in flight at once and holds
+// no register; otherwise kUnroll loads are in flight before their stores. The copies have landed
+// after copy_async_wait_all() and a barrier. No conjugation here: see finish_pivots.
+template <typename T, int kUnroll, typename Locate>
+__device__ __forceinline__ void stage_triangle(bool async, int first, int total, int stride, Locate locate) {
+#if HSMA_ASYNC_COPY
+  if (async) {
+#pragma unroll 1
+    for (int e = first; e < total; e += stride) {
+      T* dst;
+      T fill;
+      const T* src = locate(e, dst, fill);
+      if (dst == nullptr) continue;
+      if (src != nullptr)
+        copy_async(dst, src);
+      else
+        *dst = fill;
+    }
+    return;
+  }
+#endif
+  (void)async;
+#pragma unroll 1
+  for (int e0 = first; e0 < total; e0 += stride * kUnroll) {
+    T v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * stride;
+      T* dst = nullptr;
+      T fill = T(0);
+      const T* src = e < total ? locate(e, dst, fill) : nullptr;
+      v[u] = src != nullptr ? *src : fill;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int e = e0 + u * stride;
+      T* dst = nullptr;
+      T fill;
+      if (e < total) locate(e, dst, fill);
+      if (dst != nullptr) *dst = v[u];
+    }
+  }
+}
+
+// After a triangle's staged copies have landed: conjugates its n staged elements (when p.conj;
+// followed by a barrier), then stores each pivot's reciprocal (1 for a unit diagonal) at
+// pivot(k) + rcp_offset and sets *exact when one needs a true division (see pivot_reciprocal).
+template <typename T, typename Pivot, typename Barrier>
+__device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const SolveProblem<T>& p, int t,
+                                              int nthreads, Pivot pivot, Barrier barrier) {
+  if (p.conj) {
+    for (int e = t; e < n; e += nthreads) Ls[e] = conj_if(Ls[e], true);
+    barrier();
+  }
+#pragma unroll 1
+  for (int d = t; d < npivots; d += nthreads) {
+    int* exact;
+    T* rcp_slot;
+    const T* diag = pivot(d, rcp_slot, exact);
+    T rcp = T(1);
+    if (!p.unit) {
+      rcp = pivot_reciprocal(*diag);
+      if (is_zero(rcp)) *exact = 1;
+    }
+    *rcp_slot = rcp;
+  }
 }
 
 // In-register substitution of one column x (M rows, padded with the identity) against the
@@ -142,34 +214,25 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
 
     // Element e of the groups' triangles: consecutive e are consecutive in shared memory.
     const int total = nvalid * M * M;
-    for (int e0 = tid; e0 < total; e0 += nthreads * kLoadUnroll) {
-      T v[kLoadUnroll];  // independent loads in flight before any is stored
-#pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * nthreads, gg = e / (M * M), r = e - gg * (M * M);
-        const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
-        v[u] = T(i == k ? 1 : 0);
-        if (e < total && i < m && k < m && (i > k || (i == k && !p.unit)))
-          v[u] = conj_if(p.L[l_off[gg] + i * p.l.row + k * p.l.col], p.conj);
-      }
-#pragma unroll
-      for (int u = 0; u < kLoadUnroll; ++u) {
-        const int e = e0 + u * nthreads, gg = e / (M * M), r = e - gg * (M * M);
-        if (e < total) {
-          T* Lg = smem + gg * kGroupElems;
-          Lg[r] = v[u];
-          const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
-          if (i == k) {
-            T rcp = T(1);
-            if (!p.unit) {
-              rcp = pivot_reciprocal(v[u]);
-              if (is_zero(rcp)) exact[gg] = 1;
-            }
-            Lg[M * M + k] = rcp;
-          }
-        }
-      }
-    }
+    stage_triangle<T, kLoadUnroll>(p.async_copy, tid, total, nthreads, [&](int e, T*& dst, T& fill) -> const T* {
+      const int gg = e / (M * M), r = e - gg * (M * M);
+      const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
+      dst = i >= k ? smem + gg * kGroupElems + r : nullptr;  // (the upper triangle is never read)
+      fill = T(i == k ? 1 : 0);
+      return i < m && k < m && (i > k || (i == k && !p.unit)) ? p.L + l_off[gg] + i * p.l.row + k * p.l.col
+                                                               : nullptr;
+    });
+    copy_async_wait_all();
+    __syncthreads();
+    finish_pivots(smem, p.conj ? nvalid * kGroupElems : 0, nvalid * M, p, tid, nthreads,
+                  [&](int d, T*& rcp_slot, int*& flag) -> const T* {
+                    const int gg = d / M, k = d - gg * M;
+                    T* Lg = smem + gg * kGroupElems;
+                    rcp_slot = Lg + M * M + k;
+                    flag = &exact[gg];
+                    return Lg + k * M + k;
+                  },
+                  [] { __syncthreads(); });
     __syncthreads();
 
     if (active) {
@@ -204,12 +267,23 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  // Threads beyond the groups' columns only help load the triangles. When there are blocks enough
+  // to fill the GPU several times, leave them out: blocks of just the solving threads (rounded up to
+  // whole warps) let more triangles be solved at once where registers bound the resident threads
+  // (a float64 column of 64 rows: 64 of a 128-thread block's threads would solve).
+  int64_t threads = kColumnThreads;
+  if (blocks >= 4 * int64_t(dev.multiprocessors)) {
+    const int64_t warp = dev.warp_size;
+    threads = std::max<int64_t>(warp, (groups * tc + warp - 1) / warp * warp);
+    threads = std::min<int64_t>(threads, kColumnThreads);
+  }
   const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const size_t smem = static_cast<size_t>(groups * group_bytes);
+  const unsigned block = static_cast<unsigned>(threads);
   if (row_major)
-    small_solve_columns_kernel<T, M, true><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
+    small_solve_columns_kernel<T, M, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles);
   else
-    small_solve_columns_kernel<T, M, false><<<grid, kColumnThreads, smem, stream>>>(p, int(tc), int(groups), ntiles);
+    small_solve_columns_kernel<T, M, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles);
   return hsmaGetLastError();
 }
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
@@ -220,40 +294,30 @@ template <int M> __host__ __device__ constexpr int packed_start(int k) { return 
 // column and padded to the identity up to M (column k holds rows k..M-1 at packed_start(k)), and
 // the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
 // needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
-// the dimension of L with the smaller stride (coalesced loads), kUnroll loads in flight.
-template <typename T, int M, int kThreads>
+// the dimension of L with the smaller stride (coalesced loads); barrier() synchronises the
+// kThreads threads, and the caller synchronises them again before reading Ls and Rs.
+template <typename T, int M, int kThreads, typename Barrier>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
-                                                     int t) {
+                                                     int t, Barrier barrier) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-#pragma unroll 1
-  for (int e0 = t; e0 < M * M; e0 += kThreads * kUnroll) {
-    T v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * kThreads;
-      const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-      v[u] = T(i == k ? 1 : 0);
-      if (e < M * M && i < m && k < m && (i > k || (i == k && !p.unit)))
-        v[u] = conj_if(L[i * p.l.row + k * p.l.col], p.conj);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * kThreads;
-      const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-      if (e < M * M && i >= k) Ls[packed_start<M>(k) + (i - k)] = v[u];
-      if (e < M * M && i == k) {
-        T rcp = T(1);
-        if (!p.unit) {
-          rcp = pivot_reciprocal(v[u]);
-          if (is_zero(rcp)) *exact = 1;
-        }
-        Rs[k] = rcp;
-      }
-    }
-  }
+  stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](int e, T*& dst, T& fill) -> const T* {
+    const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+    dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
+    fill = T(i == k ? 1 : 0);
+    return i < m && k < m && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
+  });
+  copy_async_wait_all();
+  barrier();
+  finish_pivots(Ls, p.conj ? M * (M + 1) / 2 : 0, M, p, t, kThreads,
+                [&](int k, T*& rcp_slot, int*& flag) -> const T* {
+                  rcp_slot = Rs + k;
+                  flag = exact;
+                  return Ls + packed_start<M>(k);
+                },
+                barrier);
 }
 
 // Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
@@ -320,7 +384,7 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
 // solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
 // over a warp (single solves: the shortest chain per step); narrower segments keep M / kSeg rows
 // per lane in registers for batches whose columns would not fit one thread's registers (the
-// column kernel's limit) at a fraction of the warp-wide segment's instructions per step; their
+// column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
 // first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg>
 __global__ void __launch_bounds__(kSmallThreads)
@@ -348,22 +412,23 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
         const int row = lane + s * kSeg;
-        b[s] = (j < j_end && row < m) ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+        b[s] = (j < j_end && row < m) ? B[row * p.b.row + j * p.b.col] : T(0);  // alpha: at the solve
       }
     };
-    constexpr bool kEarlyRhs = kSeg < kSegment;  // (warp-wide segments: fewer registers without)
-    if (kEarlyRhs) load_rhs(j_begin + seg);
+    load_rhs(j_begin + seg);
 
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
-    load_packed_triangle<T, M, kSmallThreads>(Ls, Rs, &exact, p.L + off[0], p, tid);
+    load_packed_triangle<T, M, kSmallThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
     __syncthreads();
     const bool exact_task = exact != 0;
 
     for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
       const int64_t j = j0 + seg;
-      if (!kEarlyRhs || j0 != j_begin) load_rhs(j);
+      if (j0 != j_begin) load_rhs(j);
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
       solve_and_store_column<T, M, kSeg>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
@@ -401,7 +466,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
     warp_sync();  // this warp's previous task is done with its triangle
     if (lane == 0) exact_all[w] = 0;
     warp_sync();
-    load_packed_triangle<T, M, kSegment>(Ls, Rs, &exact_all[w], p.L + off[0], p, lane);
+    load_packed_triangle<T, M, kSegment>(Ls, Rs, &exact_all[w], p.L + off[0], p, lane, [] { warp_sync(); });
     warp_sync();
     const bool exact_task = exact_all[w] != 0;
     for (int64_t j = 0; j < p.n; ++j) {
