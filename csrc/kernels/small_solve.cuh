@@ -32,6 +32,7 @@
 // each, so that the four compile in parallel.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "trsm_problem.h"
@@ -66,11 +67,12 @@ __device__ inline void task_coords(int64_t task, int64_t ntiles, int64_t& bidx, 
 // no register; otherwise kUnroll loads are in flight before their stores. The copies have landed
 // after copy_async_wait_all() and a barrier. No conjugation here: see finish_pivots.
 template <typename T, int kUnroll, typename Locate>
-__device__ __forceinline__ void stage_triangle(bool async, int first, int total, int stride, Locate locate) {
+__device__ __forceinline__ void stage_triangle(bool async, unsigned first, unsigned total, unsigned stride,
+                                               Locate locate) {
 #if HSMA_ASYNC_COPY
   if (async) {
 #pragma unroll 1
-    for (int e = first; e < total; e += stride) {
+    for (unsigned e = first; e < total; e += stride) {
       T* dst;
       T fill;
       const T* src = locate(e, dst, fill);
@@ -85,11 +87,11 @@ __device__ __forceinline__ void stage_triangle(bool async, int first, int total,
 #endif
   (void)async;
 #pragma unroll 1
-  for (int e0 = first; e0 < total; e0 += stride * kUnroll) {
+  for (unsigned e0 = first; e0 < total; e0 += stride * kUnroll) {
     T v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * stride;
+      const unsigned e = e0 + u * stride;
       T* dst = nullptr;
       T fill = T(0);
       const T* src = e < total ? locate(e, dst, fill) : nullptr;
@@ -97,7 +99,7 @@ __device__ __forceinline__ void stage_triangle(bool async, int first, int total,
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int e = e0 + u * stride;
+      const unsigned e = e0 + u * stride;
       T* dst = nullptr;
       T fill;
       if (e < total) locate(e, dst, fill);
@@ -169,8 +171,8 @@ __device__ __forceinline__ void substitute(T (&x)[M], const T* Ls, const T* Rs, 
 // then read consecutive addresses and write consecutive shared-memory words (no bank conflicts).
 template <typename T, int M, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
-small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles) {
-  extern __shared__ unsigned char smem_raw[];
+small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, M * M + M elements: L (row- or column-major, see substitute), then Rs[k], the
   // reciprocal of pivot k (1 for a unit or padded diagonal). Padding beyond m is the identity.
   T* smem = reinterpret_cast<T*>(smem_raw);
@@ -206,22 +208,34 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
     }
     T x[M];
     {
-      const T* B = p.B + off[1] + j * p.b.col;
+      const T* B = p.B + off[1] + j * p.b.col;  // (row by row: one add per element)
+      const int64_t row = p.b.row;
 #pragma unroll
-      for (int r = 0; r < M; ++r) x[r] = (active && r < m) ? B[r * p.b.row] : T(0);
+      for (int r = 0; r < M; ++r, B += row) x[r] = (active && r < m) ? *B : T(0);
     }
     __syncthreads();  // l_off / exact are set, and the previous tasks are done with the triangles
 
     // Element e of the groups' triangles: consecutive e are consecutive in shared memory.
-    const int total = nvalid * M * M;
-    stage_triangle<T, kLoadUnroll>(p.async_copy, tid, total, nthreads, [&](int e, T*& dst, T& fill) -> const T* {
-      const int gg = e / (M * M), r = e - gg * (M * M);
-      const int i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
-      dst = i >= k ? smem + gg * kGroupElems + r : nullptr;  // (the upper triangle is never read)
-      fill = T(i == k ? 1 : 0);
-      return i < m && k < m && (i > k || (i == k && !p.unit)) ? p.L + l_off[gg] + i * p.l.row + k * p.l.col
-                                                               : nullptr;
-    });
+    const unsigned total = nvalid * M * M, um = m;
+    if (kRowMajor && vector_rows) {
+      // L's rows contiguous and 16-byte aligned, m = M (see launch_columns): 16-byte copies of the
+      // pieces of rows that reach the triangle (the unused triangle and a unit diagonal they also
+      // bring along are never read).
+      constexpr unsigned kVec = 16 / sizeof(T);
+      for (unsigned c = tid; c < total / kVec; c += nthreads) {
+        const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
+        if (k <= i) copy_async_16(smem + gg * kGroupElems + r, p.L + l_off[gg] + i * p.l.row + k);
+      }
+    } else {
+      stage_triangle<T, kLoadUnroll>(p.async_copy, tid, total, nthreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
+        const unsigned gg = e / (M * M), r = e % (M * M);  // (unsigned: shifts and masks for M = 2^j)
+        const unsigned i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
+        dst = i >= k ? smem + gg * kGroupElems + r : nullptr;  // (the upper triangle is never read)
+        fill = T(i == k ? 1 : 0);
+        return i < um && k < um && (i > k || (i == k && !p.unit)) ? p.L + l_off[gg] + i * p.l.row + k * p.l.col
+                                                                   : nullptr;
+      });
+    }
     copy_async_wait_all();
     __syncthreads();
     finish_pivots(smem, p.conj ? nvalid * kGroupElems : 0, nvalid * M, p, tid, nthreads,
@@ -243,9 +257,10 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
       else
         substitute<T, M, kRowMajor, false>(x, Ls, Rs, p.unit);
       T* X = p.X + off[2] + j * p.x.col;
+      const int64_t row = p.x.row;
 #pragma unroll
-      for (int r = 0; r < M; ++r)
-        if (r < m) X[r * p.x.row] = x[r];
+      for (int r = 0; r < M; ++r, X += row)
+        if (r < m) *X = x[r];
     }
   }
 }
@@ -278,12 +293,18 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     threads = std::min<int64_t>(threads, kColumnThreads);
   }
   const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
+  // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
+  constexpr int64_t kVec = 16 / sizeof(T);
+  bool vector_rows = !HSMA_HIP && p.async_copy && row_major && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
+                     reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
+  for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
   if (row_major)
-    small_solve_columns_kernel<T, M, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles);
+    small_solve_columns_kernel<T, M, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
   else
-    small_solve_columns_kernel<T, M, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles);
+    small_solve_columns_kernel<T, M, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
@@ -303,11 +324,12 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](int e, T*& dst, T& fill) -> const T* {
-    const int i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
+  const unsigned um = m;
+  stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
+    const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;  // (unsigned: shifts and masks)
     dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
     fill = T(i == k ? 1 : 0);
-    return i < m && k < m && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
+    return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
   });
   copy_async_wait_all();
   barrier();
@@ -542,16 +564,18 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // The segment kernel spreads each column's substitution over a segment's lanes, the column
   // kernel runs it on one thread. Warp-wide segments win (H200, scripts/profile_cases.py) for a
   // few columns of a triangle beyond 16 rows (a single solve) and for batches of single vectors in
-  // 8- and 16-byte types; 8-lane segments for complex solves of orders beyond 16 with more columns
-  // in all (batch * n > kFewColumns: batches, or one wide B), where a column of 32 complex64 or
-  // more fills too many of one thread's registers. Without 8-lane segments (AMD), complex64 beyond
+  // 8- and 16-byte types; 8-lane segments for complex solves of orders beyond 32 with more columns
+  // in all (batch * n > kFewColumns: batches, or one wide B), where a column of 48 complex64 or
+  // more fills too many of one thread's registers (at 17-32 rows the column kernel, with its
+  // triangles staged by cp.async, won: batch 10000 of 32x32 complex64 105 vs 155 us, complex128
+  // 162 vs 276). Without 8-lane segments (AMD), complex64 beyond
   // 48 rows takes warp-wide segments unless a batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
   constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
   const bool few_columns =
       p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
                    (!kNarrowSegments && kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
-  const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 16;
+  const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 32;
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
                                  (p.kernel == SmallKernel::kAuto && p.m > 16 && p.n <= kWarpTaskMaxColumns &&
