@@ -4,16 +4,19 @@
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
 //    m = 64). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
-//    identity), so the substitution is fully unrolled over registers. The whole block loads the
+//    identity), so the substitution is fully unrolled over registers. The whole block stages the
 //    triangles of its tasks (several (matrix, column tile) tasks share a block when the tiles are
 //    narrow) into shared memory in L's own layout, so that consecutive threads read consecutive
 //    addresses and write consecutive words (no bank conflicts); the substitution form follows the
 //    layout: row-major L uses the dot-product form, reading row i as vectors, column-major L the
 //    axpy form, reading column k as vectors (every lane reads the same address: a broadcast).
-//    The right-hand sides are loaded before the triangles, so both loads are in flight together.
+//    The right-hand sides are loaded into registers first; the triangles follow by cp.async
+//    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
+//    task is in flight at once without holding registers. With many blocks, a block has just
+//    its solving threads (registers, not threads, bound how many run per multiprocessor).
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
-//    complex128 at 32 < m <= 48 (and at m <= 64 when the pipeline is not chosen):
+//    complex batches beyond 32 rows (8-lane segments; see launch_small_solve):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
@@ -576,9 +579,12 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
                    (!kNarrowSegments && kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
   const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 32;
-  // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel).
+  // Large batches of a few columns each in 8- and 16-byte types: one matrix per warp (the warp-task
+  // segment kernel; float32 columns fit the column kernel, which won there: batch 10000 of 32x32,
+  // n = 1, 26 vs 37 us on the H200).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
-                                 (p.kernel == SmallKernel::kAuto && p.m > 16 && p.n <= kWarpTaskMaxColumns &&
+                                 (p.kernel == SmallKernel::kAuto && p.m > 16 && sizeof(T) >= 8 &&
+                                  p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
