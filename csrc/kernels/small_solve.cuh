@@ -327,13 +327,43 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  const unsigned um = m;
-  stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
-    const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;  // (unsigned: shifts and masks)
-    dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
-    fill = T(i == k ? 1 : 0);
-    return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
-  });
+  bool staged = false;
+#if HSMA_ASYNC_COPY
+  if (p.async_copy) {
+    // cp.async: thread t keeps its fast index f (or kFast of them when kThreads < M; consecutive
+    // threads read consecutive addresses) and walks the slow index in steps of kSlowStep, its
+    // source pointer stepping by a constant: a few instructions per copy.
+    constexpr int kFast = kThreads < M ? M / kThreads : 1;
+    constexpr int kSlowStep = kThreads < M ? 1 : kThreads / M;
+    const int64_t fast_stride = k_fast ? p.l.col : p.l.row, slow_stride = k_fast ? p.l.row : p.l.col;
+#pragma unroll
+    for (int c = 0; c < kFast; ++c) {
+      const int f = kThreads < M ? t + c * kThreads : t % M;
+      int sl = kThreads < M ? 0 : t / M;
+      const T* src = L + f * fast_stride + sl * slow_stride;
+#pragma unroll 1
+      for (; sl < M; sl += kSlowStep, src += kSlowStep * slow_stride) {
+        const int i = k_fast ? sl : f, k = k_fast ? f : sl;
+        if (i < k) continue;  // (the upper triangle is not stored)
+        T* dst = Ls + packed_start<M>(k) + (i - k);
+        if (i < m && k < m && (i > k || !p.unit))
+          copy_async(dst, src);
+        else
+          *dst = T(i == k ? 1 : 0);
+      }
+    }
+    staged = true;
+  }
+#endif
+  if (!staged) {
+    const unsigned um = m;
+    stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
+      const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;  // (unsigned: shifts and masks)
+      dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
+      fill = T(i == k ? 1 : 0);
+      return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
+    });
+  }
   copy_async_wait_all();
   barrier();
   finish_pivots(Ls, p.conj ? M * (M + 1) / 2 : 0, M, p, t, kThreads,
