@@ -4,7 +4,8 @@
 # ./gpu-out). STAGES (default "build tune test sanitize bench") selects steps; PYTEST_ARGS adds pytest
 # options and BENCH_ARGS / TUNE_ARGS benchmark / tuner options (all split at spaces: no quoting),
 # PYTEST_K one -k expression (spaces allowed). HSMA_BENCH_GIT=<revision> names the commit in the
-# result files where this copy of the tree has no .git of its own (the device machine's). The tuner's table is written to the
+# result files; give the literal hash on the device machine, whose copy of .git is stale (there
+# `git rev-parse HEAD` names an old commit). The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
 # notebooks, profile, ncu. Everything written is packed into OUTDIR/run.tgz at the end (the
