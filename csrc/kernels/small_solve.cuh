@@ -197,7 +197,6 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
       task_coords(base + tid, ntiles, bidx, tile);
       batch_offsets(p.bl, bidx, off);
       l_off[tid] = off[0];
-      exact[tid] = 0;
     }
     // My right-hand-side column (its loads overlap the triangles' below).
     bool active = false;
@@ -216,7 +215,8 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
 #pragma unroll
       for (int r = 0; r < M; ++r, B += row) x[r] = (active && r < m) ? *B : T(0);
     }
-    __syncthreads();  // l_off / exact are set, and the previous tasks are done with the triangles
+    __syncthreads();  // l_off is set, and the previous tasks are done with the triangles and flags
+    if (tid < nvalid) exact[tid] = 0;  // (first set in finish_pivots, after the next barrier)
 
     // Element e of the groups' triangles: consecutive e are consecutive in shared memory.
     const unsigned total = nvalid * M * M, um = m;
@@ -609,11 +609,12 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
                    (!kNarrowSegments && kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
   const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 32;
-  // Large batches of a few columns each in 8- and 16-byte types: one matrix per warp (the warp-task
-  // segment kernel; float32 columns fit the column kernel, which won there: batch 10000 of 32x32,
-  // n = 1, 26 vs 37 us on the H200).
+  // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel), except
+  // float32 batches beyond kFewColumns columns in all, which the column kernel takes (it won there:
+  // batch 10000 of 32x32, n = 1, 26 vs 37 us on the H200).
   const bool warp_tasks_wanted = p.kernel == SmallKernel::kWarpTasks ||
-                                 (p.kernel == SmallKernel::kAuto && p.m > 16 && sizeof(T) >= 8 &&
+                                 (p.kernel == SmallKernel::kAuto && p.m > 16 &&
+                                  (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   if (warp_tasks_wanted) {
