@@ -122,52 +122,60 @@ __device__ inline void a_element(int e, bool k_fast, int& i, int& k) {
   k = k_fast ? (e & (kHalf - 1)) : (e >> 5);
 }
 
-// dst <- alpha * B[row0 : row0+16, j0 : j0+64] (zero outside m x n); kChunk loads in flight.
-template <int kChunk>
-__device__ inline void load_b(C* dst, const TaskRef& tr, const SolveProblem<C>& p, int row0, bool rows_fast, int lane) {
-  const int t = opaque(lane), m = static_cast<int>(p.m);
+// Moves a mover thread's kSlotsPerMover elements of a 16 x 64 B block, kChunk at a time: reads
+// all kChunk (read(r, c), element (r, c) of the block) before writing any (write(r, c, v)), so
+// the kChunk loads are in flight together.
+template <int kChunk, typename Read, typename Write>
+__device__ inline void move_b_block(bool rows_fast, int lane, Read read, Write write) {
+  const int t = opaque(lane);
   for (int u0 = 0; u0 < kSlotsPerMover; u0 += kChunk) {
     C v[kChunk];
 #pragma unroll
     for (int u = 0; u < kChunk; ++u) {
       int r, c;
       b_element(t + kGroup * (u0 + u), rows_fast, r, c);
-      const int gi = row0 + r;
-      const int64_t gj = tr.j0 + c;
-      v[u] = C(0);
-      if (gi < m && gj < p.n) v[u] = p.alpha * tr.B[gi * p.b.row + gj * p.b.col];
+      v[u] = read(r, c);
     }
 #pragma unroll
     for (int u = 0; u < kChunk; ++u) {
       int r, c;
       b_element(t + kGroup * (u0 + u), rows_fast, r, c);
-      dst[b_slot(r, c)] = v[u];
+      write(r, c, v[u]);
     }
   }
+}
+
+// dst <- alpha * B[row0 : row0+16, j0 : j0+64] (zero outside m x n); kChunk loads in flight.
+template <int kChunk>
+__device__ inline void load_b(C* dst, const TaskRef& tr, const SolveProblem<C>& p, int row0, bool rows_fast, int lane) {
+  const int m = static_cast<int>(p.m);
+  move_b_block<kChunk>(
+      rows_fast, lane,
+      [&](int r, int c) {
+        const int gi = row0 + r;
+        const int64_t gj = tr.j0 + c;
+        C v = C(0);
+        if (gi < m && gj < p.n) v = p.alpha * tr.B[gi * p.b.row + gj * p.b.col];
+        return v;
+      },
+      [&](int r, int c, C v) { dst[b_slot(r, c)] = v; });
 }
 
 // X[row0 : row0+16, j0 : j0+64] <- src, inside m x n only.
 template <int kChunk>
 __device__ inline void store_x(const C* src, const TaskRef& tr, const SolveProblem<C>& p, int row0, bool rows_fast, int lane) {
-  const int t = opaque(lane), m = static_cast<int>(p.m);
-  for (int u0 = 0; u0 < kSlotsPerMover; u0 += kChunk) {
-    C v[kChunk];
-#pragma unroll
-    for (int u = 0; u < kChunk; ++u) {
-      int r, c;
-      b_element(t + kGroup * (u0 + u), rows_fast, r, c);
-      const C* s = src + b_slot(r, c);
-      v[u] = C(s->re, s->im);  // member-wise: hipcc keeps a struct copy's buffer in scratch
-    }
-#pragma unroll
-    for (int u = 0; u < kChunk; ++u) {
-      int r, c;
-      b_element(t + kGroup * (u0 + u), rows_fast, r, c);
-      const int gi = row0 + r;
-      const int64_t gj = tr.j0 + c;
-      if (gi < m && gj < p.n) tr.X[gi * p.x.row + gj * p.x.col] = v[u];
-    }
-  }
+  const int m = static_cast<int>(p.m);
+  move_b_block<kChunk>(
+      rows_fast, lane,
+      [&](int r, int c) {
+        const C* s = src + b_slot(r, c);
+        return C(s->re, s->im);  // member-wise: hipcc keeps a struct copy's buffer in scratch
+      },
+      [&](int r, int c, C v) {
+        const int gi = row0 + r;
+        const int64_t gj = tr.j0 + c;
+        if (gi < m && gj < p.n) tr.X[gi * p.x.row + gj * p.x.col] = v;
+      });
 }
 
 // dst <- the 32x32 block of conj?(L) at (row0, col0), identity past m. A diagonal block
