@@ -152,16 +152,6 @@ int segment_lanes_choice() {
   return 0;
 }
 
-// HSMA_TRSM_SEGMENT_COLUMNS=1|2|4 forces the columns per 8-lane segment (ablations, tests).
-int segment_columns_choice() {
-  const char* env = std::getenv("HSMA_TRSM_SEGMENT_COLUMNS");
-  if (env == nullptr || *env == '\0') return 0;
-  const std::string v(env);
-  if (v == "1" || v == "2" || v == "4") return std::stoi(v);
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SEGMENT_COLUMNS=", v, " (expected 1, 2 or 4)");
-  return 0;
-}
-
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
 bool async_copy_choice() {
@@ -211,7 +201,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.alpha = to_kernel_scalar<K>(args.alpha);
   p.kernel = small_kernel_choice();
   p.segment_lanes = segment_lanes_choice();
-  p.segment_columns = segment_columns_choice();
   p.async_copy = async_copy_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

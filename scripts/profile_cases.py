@@ -33,8 +33,7 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "segments", "segments:8x1", "segments:8x2",
-                           "segments:8x4") if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "segments", "segments:8") if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy"):
@@ -46,15 +45,13 @@ def cases(all_kernels):
             yield f"batched b=256 m=256 n=256 {d} {gemm}", d, (256,), 256, 256, False, gemm
 
 
-VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_SEGMENT_COLUMNS", "HSMA_TRSM_ATEN_GEMM",
-               "HSMA_TRSM_ASYNC_COPY")
+VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0)
-    or a small kernel name[:lanes[xcolumns]] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES[,
-    HSMA_TRSM_SEGMENT_COLUMNS]])."""
+    or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
     for part in spec.split("+"):
@@ -65,11 +62,8 @@ def set_variant(spec):
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
-            lanes, _, columns = lanes.partition("x")
             if lanes:
                 os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
-            if columns:
-                os.environ["HSMA_TRSM_SEGMENT_COLUMNS"] = columns
 
 
 def make(d, batch, m, n, unit):

@@ -114,14 +114,11 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 64])
-@pytest.mark.parametrize("columns", ["1", "2"])
-def test_extreme_pivots_narrow_segments(device, dtype, k, columns, monkeypatch):
+def test_extreme_pivots_narrow_segments(device, dtype, k, monkeypatch):
     """The segment kernel with 8 lanes per column (HSMA_TRSM_SEGMENT_LANES; the default for
-    complex batches), one or two columns per segment (HSMA_TRSM_SEGMENT_COLUMNS), divides where a
-    reciprocal would not do."""
+    complex batches) divides where a reciprocal would not do."""
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
     monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", "8")
-    monkeypatch.setenv("HSMA_TRSM_SEGMENT_COLUMNS", columns)
     for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
                                                                          (True, False, "C")]):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
@@ -287,8 +284,6 @@ SWEEP = [
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
-    pytest.param(64, (3,), 70, True, True, "T", True, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
-                 "HSMA_TRSM_SEGMENT_LANES": "8", "HSMA_TRSM_SEGMENT_COLUMNS": "4"}, id="small-narrow-segments-4cols"),
     pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",
                  "HSMA_TRSM_ASYNC_COPY": "0"}, id="small-columns-register-staging"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),

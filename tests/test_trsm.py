@@ -475,8 +475,7 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
 # M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches; forced here with
-# HSMA_TRSM_SEGMENT_LANES), an 8-lane segment solving 1, 2 or 4 columns at once ("8x2": forced with
-# HSMA_TRSM_SEGMENT_COLUMNS). Triangles are staged into shared memory with cp.async; "+sync-copy"
+# HSMA_TRSM_SEGMENT_LANES). Triangles are staged into shared memory with cp.async; "+sync-copy"
 # stages them through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).
@@ -485,9 +484,8 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "segments:8", "segments:8x2", "segments:8x4",
-                                    "warps", "pipeline", "columns+sync-copy", "segments:8+sync-copy",
-                                    "warps+sync-copy"])
+@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "segments:8", "warps", "pipeline",
+                                    "columns+sync-copy", "segments:8+sync-copy", "warps+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
@@ -496,12 +494,9 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
     if kernel != "auto":
         name, _, lanes = kernel.partition(":")
-        lanes, _, columns = lanes.partition("x")
         monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
         if lanes:
             monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
-        if columns:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_COLUMNS", columns)
     for i, (other, batch) in enumerate(SMALL_SHAPES):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, batch=batch if i % 2 else (), dtype=dtype, upper=upper, unit=unit, device=device,

@@ -375,16 +375,14 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
                 barrier);
 }
 
-// Segment substitution of kCols columns over kSeg lanes: lane l owns rows l + kSeg * s
-// (s < M / kSeg) of each column in b[c]. At step k the lane owning row k scales it by the pivot's
-// reciprocal, a shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows
-// below k with L(:, k) from the packed triangle, each element of L read once for the kCols columns
-// (register tiling: fewer shared-memory reads per multiply-add). With one or two rows per lane
-// (kSeg = 32: a single solve) the reciprocals sit in registers, so no memory access is on the
-// dependent chain; with more rows per lane (narrow segments, for batches) each step reads Rs[k],
-// an address known in advance.
-template <typename T, int M, int kSeg, int kCols, bool kExact>
-__device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
+// Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
+// (s < M / kSeg) in b. At step k the lane owning row k scales it by the pivot's reciprocal, a
+// shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows below k with
+// L(:, k) from the packed triangle. With one or two rows per lane (kSeg = 32: a single solve) the
+// reciprocals sit in registers, so no memory access is on the dependent chain; with more rows per
+// lane (narrow segments, for batches) each step reads Rs[k], an address known in advance.
+template <typename T, int M, int kSeg, bool kExact>
+__device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                    bool unit) {
   constexpr int kRows = M / kSeg;
   constexpr bool kRegisterReciprocals = kRows <= 2;
@@ -396,69 +394,54 @@ __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], cons
 #pragma unroll
   for (int k = 0; k < M; ++k) {
     const int s = k / kSeg, src = k % kSeg;
-    T rk = T(1);
+    T v = b[s];
     if (!unit) {
+      T rk;
       if constexpr (kRegisterReciprocals) rk = r[s];
       else rk = Rs[k];
+      if constexpr (kExact)
+        v = divide_by_pivot(v, Ls[packed_start<M>(k)], rk);
+      else
+        v = v * rk;
     }
-    T xk[kCols];
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      T v = b[c][s];
-      if (!unit) {
-        if constexpr (kExact)
-          v = divide_by_pivot(v, Ls[packed_start<M>(k)], rk);
-        else
-          v = v * rk;
-      }
-      xk[c] = v;
-      if constexpr (kSeg > 1) xk[c] = shfl(v, src, kSeg);
-      if (lane == src) b[c][s] = xk[c];
-    }
+    T xk = v;
+    if constexpr (kSeg > 1) xk = shfl(v, src, kSeg);
+    if (lane == src) b[s] = xk;
     const T* col = Ls + packed_start<M>(k) - k;  // col[i] = L(i, k) for i >= k
 #pragma unroll
     for (int t = s; t < kRows; ++t) {
       const int i = lane + t * kSeg;
-      if (i > k) {
-        const T lik = col[i];
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) b[c][t] = fms(b[c][t], lik, xk[c]);
-      }
+      if (i > k) b[t] = fms(b[t], col[i], xk);
     }
   }
 }
 
-// The kCols columns of a segment: substitutes b (the lane's rows of columns j[c], loaded) and
-// writes the solved rows to X for the columns that are the task's (j[c] < j_end).
-template <typename T, int M, int kSeg, int kCols>
-__device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
-                                                        bool exact, const SolveProblem<T>& p, T* X,
-                                                        const int64_t (&j)[kCols], int64_t j_end) {
+// One column of a segment: substitutes b (the lane's rows of column j, loaded) and writes the
+// solved rows to X, if the column is one of the task's (j_active).
+template <typename T, int M, int kSeg>
+__device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
+                                                       bool exact, const SolveProblem<T>& p, T* X, int64_t j,
+                                                       bool j_active) {
   if (exact)
-    substitute_segment<T, M, kSeg, kCols, true>(b, Ls, Rs, lane, p.unit);
+    substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
   else
-    substitute_segment<T, M, kSeg, kCols, false>(b, Ls, Rs, lane, p.unit);
+    substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
   const int m = static_cast<int>(p.m);
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-#pragma unroll
-    for (int s = 0; s < M / kSeg; ++s) {
-      const int row = lane + s * kSeg;
-      if (j[c] < j_end && row < m) X[row * p.x.row + j[c] * p.x.col] = b[c][s];
-    }
+  for (int s = 0; s < M / kSeg; ++s) {
+    const int row = lane + s * kSeg;
+    if (j_active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
   }
 }
 
 // Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
 // block loads the triangle into shared memory (packed by columns), then each kSeg-lane segment
-// solves kCols columns of the tile at a time (kSmallThreads / kSeg * kCols columns per pass;
-// segment g takes columns j0 + g + c * nseg, so that a warp's segments touch neighbouring
-// columns). kSeg = 32 spreads a column over a warp (single solves: the shortest chain per step);
-// narrower segments keep M / kSeg rows per lane in registers for batches whose columns would not
-// fit one thread's registers (the column kernel's limit) at a fraction of the warp-wide segment's
-// instructions per step. The first pass's right-hand sides are loaded before the triangle, so
-// both loads are in flight.
-template <typename T, int M, int kSeg, int kCols>
+// solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
+// over a warp (single solves: the shortest chain per step); narrower segments keep M / kSeg rows
+// per lane in registers for batches whose columns would not fit one thread's registers (the
+// column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
+// first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
+template <typename T, int M, int kSeg>
 __global__ void __launch_bounds__(kSmallThreads)
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
@@ -479,20 +462,15 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     T* X = p.X + off[2];
     const int64_t j_begin = tile * tile_cols;
     const int64_t j_end = j_begin + tile_cols < p.n ? j_begin + tile_cols : p.n;
-    T b[kCols][kRows];
-    int64_t j[kCols];
-    auto load_rhs = [&](int64_t j0) {
+    T b[kRows];
+    auto load_rhs = [&](int64_t j) {
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        j[c] = j0 + seg + c * nseg;
-#pragma unroll
-        for (int s = 0; s < kRows; ++s) {
-          const int row = lane + s * kSeg;
-          b[c][s] = (j[c] < j_end && row < m) ? B[row * p.b.row + j[c] * p.b.col] : T(0);  // alpha: at the solve
-        }
+      for (int s = 0; s < kRows; ++s) {
+        const int row = lane + s * kSeg;
+        b[s] = (j < j_end && row < m) ? B[row * p.b.row + j * p.b.col] : T(0);  // alpha: at the solve
       }
     };
-    load_rhs(j_begin);
+    load_rhs(j_begin + seg);
 
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
@@ -501,13 +479,12 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     __syncthreads();
     const bool exact_task = exact != 0;
 
-    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg * kCols) {
-      if (j0 != j_begin) load_rhs(j0);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
+      const int64_t j = j0 + seg;
+      if (j0 != j_begin) load_rhs(j);
 #pragma unroll
-      for (int c = 0; c < kCols; ++c)
-#pragma unroll
-        for (int s = 0; s < kRows; ++s) b[c][s] = p.alpha * b[c][s];
-      solve_and_store_columns<T, M, kSeg, kCols>(b, Ls, Rs, lane, exact_task, p, X, j, j_end);
+      for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
+      solve_and_store_column<T, M, kSeg>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
@@ -548,14 +525,13 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
     warp_sync();
     const bool exact_task = exact_all[w] != 0;
     for (int64_t j = 0; j < p.n; ++j) {
-      T b[1][kRows];
+      T b[kRows];
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
         const int row = lane + s * kSegment;
-        b[0][s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+        b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
-      const int64_t js[1] = {j};
-      solve_and_store_columns<T, M, kSegment, 1>(b, Ls, Rs, lane, exact_task, p, X, js, p.n);
+      solve_and_store_column<T, M, kSegment>(b, Ls, Rs, lane, exact_task, p, X, j, true);
     }
   }
 }
@@ -569,20 +545,20 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M, int kSeg, int kCols>
+template <typename T, int M, int kSeg>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const int per_pass = kSmallThreads / kSeg * kCols;
+  const int nseg = kSmallThreads / kSeg;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
-  const int64_t n_pass = (p.n + per_pass - 1) / per_pass;
+  const int64_t n_pass = (p.n + nseg - 1) / nseg;
   while (passes < 8 && passes < n_pass && p.batch * ((n_pass + 2 * passes - 1) / (2 * passes)) >= 4 * sms)
     passes *= 2;
-  const int64_t tile_cols = per_pass * passes;
+  const int64_t tile_cols = nseg * passes;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg, kCols><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
   return hsmaGetLastError();
 }
 
@@ -599,16 +575,11 @@ constexpr bool kNarrowSegments = true;
 #endif
 
 template <typename T, int M>
-hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
-                            int columns) {
+hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes) {
   if constexpr (kNarrowSegments) {
-    if (lanes == kNarrowSegment) {
-      if (columns == 4) return launch_segments<T, M, kNarrowSegment, 4>(p, dev, stream);
-      if (columns == 2) return launch_segments<T, M, kNarrowSegment, 2>(p, dev, stream);
-      return launch_segments<T, M, kNarrowSegment, 1>(p, dev, stream);
-    }
+    if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
   }
-  return launch_segments<T, M, kSegment, 1>(p, dev, stream);
+  return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
 }  // namespace
@@ -669,11 +640,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // column (8 runs as 32 where 8-lane segments are not built: AMD).
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
-  // Columns per 8-lane segment (register tiling): HSMA_TRSM_SEGMENT_COLUMNS (p.segment_columns), else
-  // two when every segment gets two columns of a matrix.
-  const int columns = p.segment_columns ? p.segment_columns
-                                        : p.n >= 2 * (kSmallThreads / kNarrowSegment) ? 2 : 1;
-  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes, columns);
-  return launch_segments<T, 64>(p, dev, stream, lanes, columns);
+  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
+  return launch_segments<T, 64>(p, dev, stream, lanes);
 }
 }  // namespace hsma
