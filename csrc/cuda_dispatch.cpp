@@ -152,6 +152,17 @@ int segment_lanes_choice() {
   return 0;
 }
 
+// HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
+// registers at 33-64 rows (32: the split kernel; ablations, tests).
+int column_rows_choice() {
+  const char* env = std::getenv("HSMA_TRSM_COLUMN_ROWS");
+  if (env == nullptr || *env == '\0') return 0;
+  const std::string v(env);
+  if (v == "32" || v == "64") return std::stoi(v);
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_COLUMN_ROWS=", v, " (expected 32 or 64)");
+  return 0;
+}
+
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
 bool async_copy_choice() {
@@ -201,6 +212,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.alpha = to_kernel_scalar<K>(args.alpha);
   p.kernel = small_kernel_choice();
   p.segment_lanes = segment_lanes_choice();
+  p.column_rows = column_rows_choice();
   p.async_copy = async_copy_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

@@ -33,7 +33,7 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "segments", "segments:8") if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy"):
@@ -45,13 +45,14 @@ def cases(all_kernels):
             yield f"batched b=256 m=256 n=256 {d} {gemm}", d, (256,), 256, 256, False, gemm
 
 
-VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY")
+VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
+               "HSMA_TRSM_COLUMN_ROWS")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
-    HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0)
-    or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
+    HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
+    "rows32" (the split column kernel at 33-64 rows, HSMA_TRSM_COLUMN_ROWS=32) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
     for part in spec.split("+"):
@@ -59,6 +60,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
         elif part == "sync-copy":
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
+        elif part == "rows32":
+            os.environ["HSMA_TRSM_COLUMN_ROWS"] = "32"
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name

@@ -475,7 +475,9 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
 # M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches; forced here with
-# HSMA_TRSM_SEGMENT_LANES). Triangles are staged into shared memory with cp.async; "+sync-copy"
+# HSMA_TRSM_SEGMENT_LANES). At 33-64 rows a column kernel thread holds the whole column in
+# registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
+# HSMA_TRSM_COLUMN_ROWS=32). Triangles are staged into shared memory with cp.async; "+sync-copy"
 # stages them through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).
@@ -484,14 +486,17 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["auto", "columns", "segments", "segments:8", "warps", "pipeline",
-                                    "columns+sync-copy", "segments:8+sync-copy", "warps+sync-copy"])
+@pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments:8", "warps", "pipeline",
+                                    "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
+                                    "warps+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
-    kernel, sync_copy, _ = kernel.partition("+sync-copy")
-    if sync_copy:
+    kernel, *options = kernel.split("+")
+    if "sync-copy" in options:
         monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
+    if "rows32" in options:  # the split column kernel at 33-64 rows (HSMA_TRSM_COLUMN_ROWS)
+        monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", "32")
     if kernel != "auto":
         name, _, lanes = kernel.partition(":")
         monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)

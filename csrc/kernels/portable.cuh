@@ -228,6 +228,16 @@ __device__ inline void copy_async_wait_all() {
 #endif
 }
 
+// Reads back a value this thread stored earlier to global memory (a volatile load: ordered after
+// the store, never replaced by the stored value kept in a register, which is the point: the
+// value's register was freed).
+__device__ inline float reload(const float* p) { return *static_cast<const volatile float*>(p); }
+__device__ inline double reload(const double* p) { return *static_cast<const volatile double*>(p); }
+template <typename R> __device__ inline complex<R> reload(const complex<R>* p) {
+  const volatile R* v = reinterpret_cast<const volatile R*>(p);
+  return {v[0], v[1]};
+}
+
 // Lane index within the warp / wavefront.
 __device__ inline int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
 

@@ -135,33 +135,82 @@ __device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const S
   }
 }
 
-// In-register substitution of one column x (M rows, padded with the identity) against the
-// triangle in shared memory. kRowMajor: Ls[i * M + k] = L(i, k) and the row (dot-product) form,
-// x_i = (x_i - sum_k<i L(i, k) x_k) / L(i, i), reading rows as vectors (four partial sums keep the
-// dependent chain short); otherwise Ls[k * M + i] = L(i, k) and the column (axpy) form. Rs holds
-// the pivots' reciprocals. kExact: some pivot needs a true division (see pivot_reciprocal).
-template <typename T, int M, bool kRowMajor, bool kExact>
-__device__ __forceinline__ void substitute(T (&x)[M], const T* Ls, const T* Rs, bool unit) {
+// Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
+// M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
+// the split kernel's 16-byte types) only the lower triangle, packed row by row or column by column.
+template <int M, bool kRowMajor, bool kPacked>
+struct ColumnLayout {
+  static constexpr int kTriangle = kPacked ? M * (M + 1) / 2 : M * M;
+  __host__ __device__ static constexpr int at(int i, int k) {
+    if constexpr (kPacked)
+      return kRowMajor ? i * (i + 1) / 2 + k : k * M - k * (k - 1) / 2 + (i - k);
+    else
+      return kRowMajor ? i * M + k : k * M + i;
+  }
+};
+
+// In-register substitution of H rows x of one column (rows kBase.. of the padded triangle)
+// against the diagonal block L(kBase.., kBase..) in shared memory. kRowMajor: the row
+// (dot-product) form, x_i = (x_i - sum_k<i L(i, k) x_k) / L(i, i), reading rows as vectors
+// (four partial sums keep the dependent chain short); otherwise the column (axpy) form, reading
+// columns as vectors. Rs holds the pivots' reciprocals. kExact: some pivot needs a true division
+// (see pivot_reciprocal).
+template <typename T, int H, typename Layout, int kBase, bool kRowMajor, bool kExact>
+__device__ __forceinline__ void substitute(T (&x)[H], const T* Ls, const T* Rs, bool unit) {
+  auto L = [&](int i, int k) -> T { return Ls[Layout::at(kBase + i, kBase + k)]; };
   auto pivot = [&](T v, int k) -> T {
     if (unit) return v;
-    if constexpr (kExact) return divide_by_pivot(v, Ls[k * M + k], Rs[k]);
-    return v * Rs[k];
+    if constexpr (kExact) return divide_by_pivot(v, L(k, k), Rs[kBase + k]);
+    return v * Rs[kBase + k];
   };
   if constexpr (kRowMajor) {
 #pragma unroll
-    for (int i = 0; i < M; ++i) {
+    for (int i = 0; i < H; ++i) {
       T acc[4] = {x[i], T(0), T(0), T(0)};
 #pragma unroll
-      for (int k = 0; k < i; ++k) acc[k & 3] = fms(acc[k & 3], Ls[i * M + k], x[k]);
+      for (int k = 0; k < i; ++k) acc[k & 3] = fms(acc[k & 3], L(i, k), x[k]);
       x[i] = pivot((acc[0] + acc[1]) + (acc[2] + acc[3]), i);
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < M; ++k) {
+    for (int k = 0; k < H; ++k) {
       x[k] = pivot(x[k], k);
 #pragma unroll
-      for (int i = k + 1; i < M; ++i) x[i] = fms(x[i], Ls[k * M + i], x[k]);
+      for (int i = k + 1; i < H; ++i) x[i] = fms(x[i], L(i, k), x[k]);
     }
+  }
+}
+
+// The split kernel's update of rows kBase.. by the rows above them, already solved and stored in
+// the thread's column of X: x_r -= sum_{k < kBase} L(kBase + r, k) X(k), X(k) read back (L2) in
+// chunks, the next chunk's loads in flight while the current one is applied. Each x_r sums over k
+// in order whichever way L is read (rows as vectors when kRowMajor, else columns).
+template <typename T, int H, typename Layout, int kBase, bool kRowMajor>
+__device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const T* Xc, int64_t xrow) {
+  constexpr int kChunk = sizeof(T) >= 16 ? 4 : 8;
+  static_assert(kBase % kChunk == 0, "update_from_solved: whole chunks");
+  T cur[kChunk], next[kChunk];
+#pragma unroll
+  for (int c = 0; c < kChunk; ++c) cur[c] = reload(Xc + c * xrow);
+#pragma unroll
+  for (int k0 = 0; k0 < kBase; k0 += kChunk) {
+    if (k0 + kChunk < kBase) {
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) next[c] = reload(Xc + (k0 + kChunk + c) * xrow);
+    }
+    if constexpr (kRowMajor) {
+#pragma unroll
+      for (int r = 0; r < H; ++r)
+#pragma unroll
+        for (int c = 0; c < kChunk; ++c) x[r] = fms(x[r], Ls[Layout::at(kBase + r, k0 + c)], cur[c]);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c)
+#pragma unroll
+        for (int r = 0; r < H; ++r) x[r] = fms(x[r], Ls[Layout::at(kBase + r, k0 + c)], cur[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) cur[c] = next[c];
   }
 }
 
@@ -172,21 +221,27 @@ __device__ __forceinline__ void substitute(T (&x)[M], const T* Ls, const T* Rs, 
 // into registers before the triangles, so both loads are in flight at once. The triangle keeps
 // the layout of L in memory (kRowMajor when L's rows are contiguous-ish): consecutive threads
 // then read consecutive addresses and write consecutive shared-memory words (no bank conflicts).
-template <typename T, int M, bool kRowMajor>
+// A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
+// too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
+// and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
+template <typename T, int M, int H, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;
+  using Layout = ColumnLayout<M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // Per group, M * M + M elements: L (row- or column-major, see substitute), then Rs[k], the
-  // reciprocal of pivot k (1 for a unit or padded diagonal). Padding beyond m is the identity.
+  // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
+  // (1 for a unit or padded diagonal). Padding beyond m is the identity.
   T* smem = reinterpret_cast<T*>(smem_raw);
-  constexpr int kGroupElems = M * M + M;
+  constexpr int kGroupElems = Layout::kTriangle + M;
   __shared__ int64_t l_off[kColumnThreads];  // offset of each group's triangle
   __shared__ int exact[kColumnThreads];      // the group's triangle has a pivot needing division
   const int tid = static_cast<int>(threadIdx.x), nthreads = static_cast<int>(blockDim.x);
   const int g = tid / tc, t = tid - (tid / tc) * tc;
   const bool solver = g < groups;
   const T* Ls = smem + (solver ? g : 0) * kGroupElems;
-  const T* Rs = Ls + M * M;
+  const T* Rs = Ls + Layout::kTriangle;
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
 
@@ -208,32 +263,35 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
       j = tile * tc + t;
       active = j < p.n;
     }
-    T x[M];
-    {
-      const T* B = p.B + off[1] + j * p.b.col;  // (row by row: one add per element)
+    T x[H];
+    const T* Bc = p.B + off[1] + j * p.b.col;
+    auto load_rows = [&](int first) {  // rows first.. (row by row: one add per element)
+      const T* B = Bc + first * p.b.row;
       const int64_t row = p.b.row;
 #pragma unroll
-      for (int r = 0; r < M; ++r, B += row) x[r] = (active && r < m) ? *B : T(0);
-    }
+      for (int r = 0; r < H; ++r, B += row) x[r] = (active && first + r < m) ? *B : T(0);
+    };
+    load_rows(0);
     __syncthreads();  // l_off is set, and the previous tasks are done with the triangles and flags
     if (tid < nvalid) exact[tid] = 0;  // (first set in finish_pivots, after the next barrier)
 
-    // Element e of the groups' triangles: consecutive e are consecutive in shared memory.
+    // Element e of the groups' squares: consecutive e are consecutive in L's layout.
     const unsigned total = nvalid * M * M, um = m;
     if (kRowMajor && vector_rows) {
       // L's rows contiguous and 16-byte aligned, m = M (see launch_columns): 16-byte copies of the
       // pieces of rows that reach the triangle (the unused triangle and a unit diagonal they also
-      // bring along are never read).
+      // bring along are never read; with a packed layout a piece is one element).
       constexpr unsigned kVec = 16 / sizeof(T);
+      static_assert(!kPacked || kVec == 1, "small_solve_columns_kernel: 16-byte pieces of packed rows");
       for (unsigned c = tid; c < total / kVec; c += nthreads) {
         const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
-        if (k <= i) copy_async_16(smem + gg * kGroupElems + r, p.L + l_off[gg] + i * p.l.row + k);
+        if (k <= i) copy_async_16(smem + gg * kGroupElems + Layout::at(i, k), p.L + l_off[gg] + i * p.l.row + k);
       }
     } else {
       stage_triangle<T, kLoadUnroll>(p.async_copy, tid, total, nthreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
         const unsigned gg = e / (M * M), r = e % (M * M);  // (unsigned: shifts and masks for M = 2^j)
         const unsigned i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
-        dst = i >= k ? smem + gg * kGroupElems + r : nullptr;  // (the upper triangle is never read)
+        dst = i >= k ? smem + gg * kGroupElems + Layout::at(i, k) : nullptr;  // (the upper triangle is never read)
         fill = T(i == k ? 1 : 0);
         return i < um && k < um && (i > k || (i == k && !p.unit)) ? p.L + l_off[gg] + i * p.l.row + k * p.l.col
                                                                    : nullptr;
@@ -245,30 +303,43 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
                   [&](int d, T*& rcp_slot, int*& flag) -> const T* {
                     const int gg = d / M, k = d - gg * M;
                     T* Lg = smem + gg * kGroupElems;
-                    rcp_slot = Lg + M * M + k;
+                    rcp_slot = Lg + Layout::kTriangle + k;
                     flag = &exact[gg];
-                    return Lg + k * M + k;
+                    return Lg + Layout::at(k, k);
                   },
                   [] { __syncthreads(); });
     __syncthreads();
 
     if (active) {
-#pragma unroll
-      for (int r = 0; r < M; ++r) x[r] = p.alpha * x[r];
-      if (exact[g])
-        substitute<T, M, kRowMajor, true>(x, Ls, Rs, p.unit);
-      else
-        substitute<T, M, kRowMajor, false>(x, Ls, Rs, p.unit);
+      const bool exact_task = exact[g] != 0;
       T* X = p.X + off[2] + j * p.x.col;
-      const int64_t row = p.x.row;
+      const int64_t xrow = p.x.row;
+      auto solve_and_store = [&](auto base_rows) {  // rows base_rows.. (a compile-time constant)
+        constexpr int kBase = decltype(base_rows)::value;
 #pragma unroll
-      for (int r = 0; r < M; ++r, X += row)
-        if (r < m) *X = x[r];
+        for (int r = 0; r < H; ++r) x[r] = p.alpha * x[r];
+        if constexpr (kBase > 0) update_from_solved<T, H, Layout, kBase, kRowMajor>(x, Ls, X, xrow);
+        if (exact_task)
+          substitute<T, H, Layout, kBase, kRowMajor, true>(x, Ls, Rs, p.unit);
+        else
+          substitute<T, H, Layout, kBase, kRowMajor, false>(x, Ls, Rs, p.unit);
+        T* Xr = X + kBase * xrow;
+#pragma unroll
+        for (int r = 0; r < H; ++r, Xr += xrow)
+          if (kBase + r < m) *Xr = x[r];
+      };
+      solve_and_store(std::integral_constant<int, 0>());
+      if constexpr (H < M) {
+        if (m > H) {
+          load_rows(H);
+          solve_and_store(std::integral_constant<int, H>());
+        }
+      }
     }
   }
 }
 
-template <typename T, int M>
+template <typename T, int M, int H = M>
 hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   // Columns per task: n rounded up to a power of two, at most the block; narrower (more tasks
   // on more multiprocessors, each loading its own copy of L) while the grid would leave
@@ -278,7 +349,8 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   while (tc > kMinTileColumns && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
-  const int64_t group_bytes = int64_t(M) * (M + 1) * sizeof(T);
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;  // (as in small_solve_columns_kernel)
+  const int64_t group_bytes = int64_t(ColumnLayout<M, true, kPacked>::kTriangle + M) * sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
   while (groups > 1 && groups * group_bytes > budget) groups /= 2;
@@ -305,9 +377,10 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
   if (row_major)
-    small_solve_columns_kernel<T, M, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
+    small_solve_columns_kernel<T, M, H, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
+                                                                             vector_rows);
   else
-    small_solve_columns_kernel<T, M, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
+    small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
@@ -629,12 +702,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
     if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
-    if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
-      if (p.m <= 48) return launch_columns<T, 48>(p, dev, stream);
+    // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless
+    // HSMA_TRSM_COLUMN_ROWS=32 (p.column_rows) asks for the split kernel, which holds 32 at a time.
+    if (p.column_rows != 32) {
+      if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
+        if (p.m <= 48) return launch_columns<T, 48>(p, dev, stream);
+      }
+      if constexpr (64 * sizeof(T) <= kColumnMaxBytes) {
+        if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
+      }
     }
-    if constexpr (64 * sizeof(T) <= kColumnMaxBytes) {
-      if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
-    }
+    return launch_columns<T, 64, 32>(p, dev, stream);
   }
   // HSMA_TRSM_SEGMENT_LANES (p.segment_lanes) forces the segment kernel with that many lanes per
   // column (8 runs as 32 where 8-lane segments are not built: AMD).
