@@ -213,7 +213,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.kernel = small_kernel_choice();
   p.segment_lanes = segment_lanes_choice();
   p.column_rows = column_rows_choice();
-  if (const char* e = std::getenv("HSMA_TRSM_SEGMENT_MIN_BLOCKS")) p.segment_min_blocks = std::atoi(e);  // EXPERIMENT
   p.async_copy = async_copy_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

@@ -3,7 +3,7 @@
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
-//    m = 64). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
+//    m = 64; see the split variant below). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
 //    identity), so the substitution is fully unrolled over registers. The whole block stages the
 //    triangles of its tasks (several (matrix, column tile) tasks share a block when the tiles are
 //    narrow) into shared memory in L's own layout, so that consecutive threads read consecutive
@@ -14,6 +14,9 @@
 //    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
 //    task is in flight at once without holding registers. With many blocks, a block has just
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
+//    Split variant (H = 32 of M = 64 rows per thread at a time; float64 batches, and complex128
+//    on request, its triangle packed): the top half is solved and stored to X, then the bottom
+//    half is loaded, updated by the top half read back from X, and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
 //    complex batches beyond 32 rows (8-lane segments; see launch_small_solve):
@@ -507,6 +510,15 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
   }
 }
 
+// Blocks of the segment kernel that the register allocator must fit on one multiprocessor. For
+// 8-lane segments (batches: occupancy matters) 4 of 256 threads (64 registers) for 8-byte types
+// and 3 (80 registers, a few spilled) for complex128. Left to ptxas, batch 4096 of 64x64 complex64
+// got 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a time): 383.7 us
+// against 306.2 with 4 blocks; complex128 599.6 against 578.9 with 3 (4 spilled more and lost).
+template <typename T, int kSeg> constexpr int segment_min_blocks() {
+  return kSeg != 8 ? 1 : sizeof(T) >= 16 ? 3 : 4;
+}
+
 // Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
 // block loads the triangle into shared memory (packed by columns), then each kSeg-lane segment
 // solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
@@ -514,8 +526,8 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
 // per lane in registers for batches whose columns would not fit one thread's registers (the
 // column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
 // first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
-template <typename T, int M, int kSeg, int kMinBlocks>
-__global__ void __launch_bounds__(kSmallThreads, kMinBlocks)
+template <typename T, int M, int kSeg>
+__global__ void __launch_bounds__(kSmallThreads, segment_min_blocks<T, kSeg>())
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   __shared__ T Ls[M * (M + 1) / 2];
@@ -618,7 +630,7 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M, int kSeg, int kMinBlocks = 1>
+template <typename T, int M, int kSeg>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int nseg = kSmallThreads / kSeg;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
@@ -631,7 +643,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg, kMinBlocks><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
   return hsmaGetLastError();
 }
 
@@ -650,11 +662,7 @@ constexpr bool kNarrowSegments = true;
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes) {
   if constexpr (kNarrowSegments) {
-    if (lanes == kNarrowSegment) {
-      if (p.segment_min_blocks == 3) return launch_segments<T, M, kNarrowSegment, 3>(p, dev, stream);
-      if (p.segment_min_blocks == 4) return launch_segments<T, M, kNarrowSegment, 4>(p, dev, stream);
-      return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
-    }
+    if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
   }
   return launch_segments<T, M, kSegment>(p, dev, stream);
 }
