@@ -527,7 +527,7 @@ template <typename T, int kSeg> constexpr int segment_min_blocks() {
 // column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
 // first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg>
-__global__ void __launch_bounds__(kSmallThreads, segment_min_blocks<T, kSeg>())
+__global__ void __launch_bounds__(kSmallThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   __shared__ T Ls[M * (M + 1) / 2];
