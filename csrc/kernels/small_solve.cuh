@@ -714,10 +714,13 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
     if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
-    // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless
-    // HSMA_TRSM_COLUMN_ROWS=32 (p.column_rows) asks for the split kernel, which holds 32 at a time.
-    // (float64 at 49-64 rows takes the split kernel: batch 4096 of 64x64, 132.7 vs 140.2 us on the H200.)
-    const bool split = p.column_rows == 32 || (p.column_rows == 0 && p.m > 48 && std::is_same_v<T, double>);
+    // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
+    // split kernel, which holds 32 rows at a time, is asked for (HSMA_TRSM_COLUMN_ROWS=32:
+    // p.column_rows) or measured better: float64 at 49-64 rows (batch 4096 of 64x64, 132.7 vs
+    // 140.2 us on the H200; kept off AMD, where it was not measured). Complex128, whose column does
+    // not fit, takes the split kernel only when the column kernel is forced; else the segment kernel.
+    const bool split = p.column_rows == 32 ||
+                       (!HSMA_HIP && p.column_rows == 0 && p.m > 48 && std::is_same_v<T, double>);
     if (!split) {
       if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
         if (p.m <= 48) return launch_columns<T, 48>(p, dev, stream);
@@ -726,7 +729,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
         if (p.m <= 64) return launch_columns<T, 64>(p, dev, stream);
       }
     }
-    return launch_columns<T, 64, 32>(p, dev, stream);
+    if (split || p.kernel == SmallKernel::kColumns) return launch_columns<T, 64, 32>(p, dev, stream);
   }
   // HSMA_TRSM_SEGMENT_LANES (p.segment_lanes) forces the segment kernel with that many lanes per
   // column (8 runs as 32 where 8-lane segments are not built: AMD).
