@@ -142,26 +142,31 @@ SmallKernel small_kernel_choice() {
   return SmallKernel::kAuto;
 }
 
-// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
-int segment_lanes_choice() {
-  const char* env = std::getenv("HSMA_TRSM_SEGMENT_LANES");
+// An ablation/test option: the environment variable `name` set to `first` or `second` gives that
+// value; unset or empty gives 0 (the launcher's choice), anything else 0 and a warning (once per
+// variable).
+int two_way_choice(const char* name, int first, int second) {
+  const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return 0;
   const std::string v(env);
-  if (v == "8" || v == "32") return std::stoi(v);
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SEGMENT_LANES=", v, " (expected 8 or 32)");
+  if (v == std::to_string(first)) return first;
+  if (v == std::to_string(second)) return second;
+  static std::mutex mutex;
+  static std::vector<std::string> warned;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(warned.begin(), warned.end(), name) == warned.end()) {
+    warned.emplace_back(name);
+    TORCH_WARN("hsma_trsm: ignoring ", name, "=", v, " (expected ", first, " or ", second, ")");
+  }
   return 0;
 }
 
+// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
+int segment_lanes_choice() { return two_way_choice("HSMA_TRSM_SEGMENT_LANES", 8, 32); }
+
 // HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
 // registers at 33-64 rows (32: the split kernel; ablations, tests).
-int column_rows_choice() {
-  const char* env = std::getenv("HSMA_TRSM_COLUMN_ROWS");
-  if (env == nullptr || *env == '\0') return 0;
-  const std::string v(env);
-  if (v == "32" || v == "64") return std::stoi(v);
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_COLUMN_ROWS=", v, " (expected 32 or 64)");
-  return 0;
-}
+int column_rows_choice() { return two_way_choice("HSMA_TRSM_COLUMN_ROWS", 32, 64); }
 
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).

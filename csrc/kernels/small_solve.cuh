@@ -3,13 +3,14 @@
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
-//    m = 64; see the split variant below). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64} (L padded with
-//    identity), so the substitution is fully unrolled over registers. The whole block stages the
-//    triangles of its tasks (several (matrix, column tile) tasks share a block when the tiles are
-//    narrow) into shared memory in L's own layout, so that consecutive threads read consecutive
-//    addresses and write consecutive words (no bank conflicts); the substitution form follows the
-//    layout: row-major L uses the dot-product form, reading row i as vectors, column-major L the
-//    axpy form, reading column k as vectors (every lane reads the same address: a broadcast).
+//    m = 64; see the split variant below). The order is rounded up to a compile-time M in
+//    {8, 16, 32, 48, 64} (L padded with identity), so the substitution is fully unrolled over
+//    registers. The whole block stages the triangles of its tasks (several (matrix, column tile)
+//    tasks share a block when the tiles are narrow) into shared memory in L's own layout, so that
+//    consecutive threads read consecutive addresses and write consecutive words (no bank
+//    conflicts); the substitution form follows the layout: row-major L uses the dot-product form,
+//    reading row i as vectors, column-major L the axpy form, reading column k as vectors (every
+//    lane reads the same address: a broadcast).
 //    The right-hand sides are loaded into registers first; the triangles follow by cp.async
 //    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
 //    task is in flight at once without holding registers. With many blocks, a block has just
@@ -138,6 +139,9 @@ __device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const S
   }
 }
 
+// Start of column k of a lower triangle packed column by column (rows k..M-1 of column k).
+template <int M> __host__ __device__ constexpr int packed_start(int k) { return k * M - (k * (k - 1)) / 2; }
+
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
 // M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
 // the split kernel's 16-byte types) only the lower triangle, packed row by row or column by column.
@@ -146,7 +150,7 @@ struct ColumnLayout {
   static constexpr int kTriangle = kPacked ? M * (M + 1) / 2 : M * M;
   __host__ __device__ static constexpr int at(int i, int k) {
     if constexpr (kPacked)
-      return kRowMajor ? i * (i + 1) / 2 + k : k * M - k * (k - 1) / 2 + (i - k);
+      return kRowMajor ? i * (i + 1) / 2 + k : packed_start<M>(k) + (i - k);
     else
       return kRowMajor ? i * M + k : k * M + i;
   }
@@ -388,7 +392,6 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
 }
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
 
-template <int M> __host__ __device__ constexpr int packed_start(int k) { return k * M - (k * (k - 1)) / 2; }
 
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, packed column by
 // column and padded to the identity up to M (column k holds rows k..M-1 at packed_start(k)), and
