@@ -23,7 +23,7 @@ def gpu_toolchain():
 
 
 def extension():
-    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/tuning.cpp"]
+    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/tuning.cpp", "csrc/python_module.cpp"]
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         kernels = sorted(glob.glob("csrc/kernels/*.cu", root_dir=HERE))

@@ -74,15 +74,6 @@ auto self_ptr(N* n, long) -> decltype(n->shared_from_this()) {
   return n->shared_from_this();
 }
 
-at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
-                     bool unit, const c10::Scalar& alpha) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("hsma::trsm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool,
-                                         const c10::Scalar&)>();
-  return op.call(A, B, left, upper, trans, unit, alpha);
-}
-
 bool is_one(const c10::Scalar& s) {
   if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(1.0, 0.0);
   return s.toDouble() == 1.0;

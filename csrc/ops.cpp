@@ -22,7 +22,7 @@ char parse_trans(c10::string_view trans) {
   return c;
 }
 
-static bool supported_dtype(at::ScalarType t) {
+bool supported_dtype(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
 }
 
@@ -58,6 +58,17 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   s.result.push_back(s.m);
   s.result.push_back(s.n);
   return s;
+}
+
+// torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested
+// solves and the Python entry (csrc/python_module.cpp) call it.
+at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                     bool unit, const c10::Scalar& alpha) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("hsma::trsm", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool,
+                                         const c10::Scalar&)>();
+  return op.call(A, B, left, upper, trans, unit, alpha);
 }
 
 // Whether the memory spans of A and B intersect (conservative: interleaved views count).

@@ -49,12 +49,20 @@ struct TrsmShape {
   }
 };
 
+// The dtypes with kernels: float32, float64, complex64, complex128.
+bool supported_dtype(at::ScalarType t);
+
 // Parses trans ('N', 'T', 'C', either case); raises ValueError naming the argument otherwise.
 char parse_trans(c10::string_view trans);
 
 // Checks A, B and the arguments (dimensions, squareness, m/n agreement, dtype, device,
 // broadcastable batch dims, alpha's type) and returns the shapes. `op` names the caller in errors.
 TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op);
+
+// torch.ops.hsma.trsm by a typed (unboxed) dispatcher call: every dispatch key (autograd,
+// functorch, Python modes, profiler) is honoured, with no Python argument parsing.
+at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                     bool unit, const c10::Scalar& alpha);
 
 // Extra checks for the in-place form: B must already have the result's shape, must not have
 // overlapping memory, and must not share memory with A.

@@ -19,6 +19,13 @@ def _load_library():
 
 
 _load_library()
+# The same library as a Python module: its trsm function is the eager entry of the public API
+# (csrc/python_module.cpp), the typed dispatcher call without torch.ops' boxed argument parsing.
+from . import _C  # noqa: E402
+
+# Under torch.compile, Dynamo traces the public functions: they take torch.ops.hsma.trsm there
+# (Dynamo cannot trace into _C.trsm, a C function).
+_is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 # The C++ side finds the shipped block-size tables (hsma_trsm/tuning/*.csv) here.
 torch.ops.hsma._set_tuning_dir(os.path.join(_HERE, "tuning"))
 

@@ -3,6 +3,8 @@ import warnings
 
 import torch
 
+from ._ops import _C, _is_compiling
+
 __all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
 
 
@@ -44,6 +46,12 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
     formulas are registered in C++.
     """
+    if not _is_compiling():
+        # The eager entry: the same op through a typed dispatcher call; None where torch.ops'
+        # path must run (subclasses, TorchFunctionModes, argument conversions, errors).
+        X = _C.trsm(A, B, left, upper, trans, unitriangular, alpha)
+        if X is not None:
+            return X
     return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
 
 
@@ -101,6 +109,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     a TypeError and NotImplementedError); errors otherwise as :func:`trsm`. Method and
     differentiability (reverse, forward, higher order, vmap) as :func:`trsm`.
     """
+    if out is None and not _is_compiling():
+        X = _C.trsm(A, B, left, upper, "N", unitriangular, 1)  # the eager entry, as in trsm()
+        if X is not None:
+            return X
     if A.dtype is not B.dtype:
         dtype = torch.promote_types(A.dtype, B.dtype)
         A, B = A.to(dtype), B.to(dtype)

@@ -1,0 +1,100 @@
+// The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): one
+// function, trsm, the eager entry of hsma_trsm.trsm and hsma_trsm.solve_triangular.
+//
+// torch.ops.hsma.trsm(...) reaches the dispatcher through a boxed call: the arguments are matched
+// to the schema by name and converted to a stack of IValues, then unboxed again for the kernels.
+// For a small solve that is a few microseconds of host time per call, more than the kernel takes
+// (benchmarks/results, overhead suite). This entry takes the positional arguments as they are and
+// makes the typed dispatcher call (hsma::call_trsm), so every dispatch key still runs: autograd
+// (reverse and forward), functorch transforms, vmap's batch rule, TorchDispatchModes, the
+// profiler, CUDA-graph capture. It returns None instead, and the caller takes torch.ops' path,
+// whenever that path would do something this one does not: an argument that is not a plain
+// Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode, an
+// argument of another Python type than the schema's (torch's conversions apply), or A and B not
+// of one supported dtype (solve_triangular promotes them; errors are raised there).
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+
+#include "trsm.h"
+
+namespace hsma {
+namespace {
+
+bool plain_tensor(PyObject* obj) { return THPVariable_CheckExact(obj); }
+
+// *out = obj's value when obj is exactly True or False.
+bool as_bool(PyObject* obj, bool* out) {
+  if (obj != Py_True && obj != Py_False) return false;
+  *out = obj == Py_True;
+  return true;
+}
+
+// *out = obj's value when obj is exactly an int (within int64), a float or a complex (not a bool,
+// a NumPy scalar or a 0-dim tensor: torch.ops converts those).
+bool as_scalar(PyObject* obj, c10::Scalar* out) {
+  if (PyLong_CheckExact(obj)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    *out = c10::Scalar(static_cast<int64_t>(v));
+    return true;
+  }
+  if (PyFloat_CheckExact(obj)) {
+    *out = c10::Scalar(PyFloat_AS_DOUBLE(obj));
+    return true;
+  }
+  if (PyComplex_CheckExact(obj)) {
+    *out = c10::Scalar(c10::complex<double>(PyComplex_RealAsDouble(obj), PyComplex_ImagAsDouble(obj)));
+    return true;
+  }
+  return false;
+}
+
+// _C.trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor, or None (see the top).
+PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError,
+                    "hsma_trsm._C.trsm takes 7 positional arguments (A, B, left, upper, trans, unitriangular, alpha)");
+    return nullptr;
+  }
+  if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || at::impl::torch_function_mode_enabled()) Py_RETURN_NONE;
+  bool left, upper, unit;
+  c10::Scalar alpha;
+  if (!as_bool(args[2], &left) || !as_bool(args[3], &upper) || !as_bool(args[5], &unit) || !PyUnicode_Check(args[4]) ||
+      !as_scalar(args[6], &alpha))
+    Py_RETURN_NONE;
+  Py_ssize_t trans_len = 0;
+  const char* trans = PyUnicode_AsUTF8AndSize(args[4], &trans_len);
+  if (trans == nullptr) return nullptr;
+  const at::Tensor& A = THPVariable_Unpack(args[0]);
+  const at::Tensor& B = THPVariable_Unpack(args[1]);
+  if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
+  at::Tensor X;
+  {
+    pybind11::gil_scoped_release no_gil;
+    X = call_trsm(A, B, left, upper, c10::string_view(trans, static_cast<size_t>(trans_len)), unit, alpha);
+  }
+  return THPVariable_Wrap(std::move(X));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef methods[] = {
+    {"trsm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(trsm_entry)), METH_FASTCALL,
+     "trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor or None: torch.ops.hsma.trsm by a typed "
+     "dispatcher call, or None where torch.ops' path must be taken (see csrc/python_module.cpp)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",
+                          "Compiled part of hsma_trsm: registers torch.ops.hsma; trsm is the eager entry.", -1,
+                          methods};
+
+}  // namespace
+}  // namespace hsma
+
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&hsma::module_def); }

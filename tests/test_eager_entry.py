@@ -1,0 +1,176 @@
+"""The eager entry hsma_trsm._C.trsm (csrc/python_module.cpp), which hsma_trsm.trsm and
+hsma_trsm.solve_triangular call before torch.ops.hsma.trsm: it must give torch.ops' results and
+errors, keep every dispatch key (autograd, modes, profiler, inference mode), and decline (return
+None, so that the public functions take torch.ops' path) exactly where that path differs."""
+import numpy as np
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import hsma_trsm
+from hsma_trsm import _C
+from conftest import (DEVICES, DTYPES, b_shape, check_solution, dtype_id, make_generator, make_rhs, make_triangular,
+                      sync)
+
+CASES = [  # (k, other, left, upper, trans, unit, alpha)
+    (5, 3, True, False, "N", False, 1),
+    (17, 4, False, True, "T", True, 2.5),
+    (33, 1, True, True, "C", False, -1),
+    (64, 9, False, False, "c", True, 0.5),
+    (80, 6, True, False, "N", False, 1),
+]
+
+
+def _inputs(k, other, left, upper, unit, dtype, device, seed):
+    gen = make_generator(seed)
+    A = make_triangular(k, batch=(2,), dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+    B = make_rhs(b_shape(k, other, left=left, batch=(2,)), dtype=dtype, device=device, gen=gen)
+    return A, B
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"k{c[0]}-{'L' if c[2] else 'R'}-{c[4]}")
+def test_entry_matches_torch_ops(device, dtype, case):
+    k, other, left, upper, trans, unit, alpha = case
+    if dtype.is_complex and alpha == 0.5:
+        alpha = complex(0.5, -2.0)
+    A, B = _inputs(k, other, left, upper, unit, dtype, device, seed=k)
+    A0, B0 = A.clone(), B.clone()
+    X = _C.trsm(A, B, left, upper, trans, unit, alpha)
+    assert isinstance(X, torch.Tensor)
+    Xop = torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
+    sync(device)
+    assert torch.equal(X, Xop)  # one kernel, one result (NaN in the unused triangle never read)
+    assert torch.equal(A.nan_to_num(), A0.nan_to_num()) and torch.equal(B, B0)
+    check_solution(X, A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha, device=device)
+    Xpub = hsma_trsm.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
+    assert torch.equal(Xpub, Xop)
+
+
+class _Logged(torch.Tensor):
+    """A subclass whose __torch_function__ records the functions it sees."""
+
+    seen = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.seen.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _FunctionLog(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+class _DispatchLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entry_declines_where_torch_ops_differs(device):
+    A, B = _inputs(8, 3, True, False, False, torch.float64, device, seed=1)
+    # Plain tensors (and Parameters, which torch treats as plain): taken.
+    assert _C.trsm(A, B, True, False, "N", False, 1) is not None
+    assert _C.trsm(torch.nn.Parameter(A), B, True, False, "N", False, 1) is not None
+    # A subclass, or a TorchFunctionMode: its __torch_function__ must see the call.
+    assert _C.trsm(A.as_subclass(_Logged), B, True, False, "N", False, 1) is None
+    with _FunctionLog():
+        assert _C.trsm(A, B, True, False, "N", False, 1) is None
+    # Python types that torch.ops converts (or rejects) itself.
+    assert _C.trsm(A, B, 1, False, "N", False, 1) is None
+    assert _C.trsm(A, B, True, False, "N", None, 1) is None
+    assert _C.trsm(A, B, True, False, "N", False, True) is None
+    assert _C.trsm(A, B, True, False, "N", False, np.float64(2.0)) is None
+    assert _C.trsm(A, B, True, False, "N", False, 2**70) is None
+    # Dtypes the public functions promote or reject with their own errors.
+    assert _C.trsm(A, B.float(), True, False, "N", False, 1) is None
+    assert _C.trsm(A.to(torch.bfloat16), B.to(torch.bfloat16), True, False, "N", False, 1) is None
+    with pytest.raises(TypeError, match="7 positional arguments"):
+        _C.trsm(A, B)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_public_functions_after_a_decline(device):
+    A, B = _inputs(8, 3, True, False, False, torch.float64, device, seed=2)
+    # Mixed dtypes: solve_triangular promotes (float32 B -> float64), trsm raises as torch.ops does.
+    X = hsma_trsm.solve_triangular(A, B.float(), upper=False)
+    assert X.dtype == torch.float64
+    check_solution(X, A, B.float().double(), device=device)
+    with pytest.raises(TypeError, match="same dtype"):
+        hsma_trsm.trsm(A, B.float())
+    with pytest.raises(hsma_trsm.UnsupportedDtypeError):
+        hsma_trsm.solve_triangular(A.to(torch.bfloat16), B.to(torch.bfloat16), upper=False)
+    # A subclass's __torch_function__ and a TorchFunctionMode see torch.ops.hsma.trsm.
+    _Logged.seen = []
+    X = hsma_trsm.solve_triangular(A.as_subclass(_Logged), B, upper=False)
+    assert any("hsma" in str(f) and "trsm" in str(f) for f in _Logged.seen), _Logged.seen
+    check_solution(X.as_subclass(torch.Tensor), A, B, device=device)
+    with _FunctionLog() as mode:
+        X = hsma_trsm.trsm(A, B)
+    assert any("hsma" in str(f) and "trsm" in str(f) for f in mode.seen), mode.seen
+    check_solution(X, A, B, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entry_errors_are_torch_ops_errors(device):
+    A, B = _inputs(8, 3, True, False, False, torch.float32, device, seed=3)
+    bad = [
+        (A, B[..., :5, :], True, "N", 1),       # A's order does not match B's rows
+        (A[..., :6], B, True, "N", 1),          # A not square
+        (A, B, True, "X", 1),                   # trans
+        (A, B, True, "N", complex(1, 1)),       # complex alpha with real data
+        (A[0, 0], B, True, "N", 1),             # A with one dim
+        (A[0].expand(3, 8, 8), B, True, "N", 1),  # batch dims (3) and (2) do not broadcast
+    ]
+    for A_, B_, left, trans, alpha in bad:
+        with pytest.raises(Exception) as via_ops:
+            torch.ops.hsma.trsm(A_, B_, left=left, upper=False, trans=trans, unitriangular=False, alpha=alpha)
+        with pytest.raises(Exception) as via_entry:
+            _C.trsm(A_, B_, left, False, trans, False, alpha)
+        assert type(via_entry.value) is type(via_ops.value)
+        assert str(via_entry.value).splitlines()[0] == str(via_ops.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entry_keeps_dispatch_keys(device):
+    A, B = _inputs(12, 4, True, False, False, torch.float64, device, seed=4)
+    # TorchDispatchMode: the entry's dispatcher call reaches the mode.
+    with _DispatchLog() as mode:
+        X = hsma_trsm.solve_triangular(A, B, upper=False)
+    assert torch.ops.hsma.trsm.default in mode.seen
+    check_solution(X, A, B, device=device)
+    # Profiler: the op is recorded under its name.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        hsma_trsm.solve_triangular(A, B, upper=False)
+    assert any(e.name == "hsma::trsm" for e in prof.events())
+    # Inference mode: the result is an inference tensor, as torch's would be.
+    with torch.inference_mode():
+        X = hsma_trsm.solve_triangular(A, B, upper=False)
+        Xt = torch.linalg.solve_triangular(A.nan_to_num(), B, upper=False)
+    assert X.is_inference() == Xt.is_inference()
+    # Autograd: the result carries the op's backward; gradients equal torch.ops' path's.
+    Ag = A.nan_to_num().tril().requires_grad_()
+    Bg = B.clone().requires_grad_()
+    X = hsma_trsm.solve_triangular(Ag, Bg, upper=False)
+    assert X.grad_fn is not None
+    gA, gB = torch.autograd.grad(X.square().sum(), (Ag, Bg))
+    Xo = torch.ops.hsma.trsm(Ag, Bg)
+    oA, oB = torch.autograd.grad(Xo.square().sum(), (Ag, Bg))
+    assert torch.equal(gA, oA) and torch.equal(gB, oB)
+    # No gradient wanted: no graph.
+    with torch.no_grad():
+        assert hsma_trsm.solve_triangular(Ag, Bg, upper=False).grad_fn is None
