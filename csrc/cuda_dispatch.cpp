@@ -168,9 +168,6 @@ int segment_lanes_choice() { return two_way_choice("HSMA_TRSM_SEGMENT_LANES", 8,
 // registers at 33-64 rows (32: the split kernel; ablations, tests).
 int column_rows_choice() { return two_way_choice("HSMA_TRSM_COLUMN_ROWS", 32, 64); }
 
-// EXPERIMENT: HSMA_TRSM_COLUMN_MIN_BLOCKS=1 takes the register-capped column kernels.
-int column_min_blocks_choice() { return two_way_choice("HSMA_TRSM_COLUMN_MIN_BLOCKS", 1, 2); }
-
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
 bool async_copy_choice() {
@@ -221,7 +218,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.kernel = small_kernel_choice();
   p.segment_lanes = segment_lanes_choice();
   p.column_rows = column_rows_choice();
-  p.column_min_blocks = column_min_blocks_choice();
   p.async_copy = async_copy_choice();
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

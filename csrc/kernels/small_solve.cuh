@@ -231,15 +231,8 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
 // and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
-// EXPERIMENT: blocks per multiprocessor the register allocator must fit (1: ptxas's choice).
-template <typename T, int M, int H> constexpr int column_capped_blocks() {
-  if constexpr (M == 64 && H == 64 && sizeof(T) == 4) return 6;
-  if constexpr (M == 64 && H == 32 && sizeof(T) == 8) return 3;
-  return 1;
-}
-
-template <typename T, int M, int H, bool kRowMajor, int kMinBlocks = 0>
-__global__ void __launch_bounds__(kColumnThreads, kMinBlocks)
+template <typename T, int M, int H, bool kRowMajor>
+__global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
   constexpr bool kPacked = H < M && sizeof(T) >= 16;
@@ -390,18 +383,6 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
-  constexpr int kCapped = column_capped_blocks<T, M, H>();
-  if constexpr (kCapped > 1) {
-    if (p.column_min_blocks == 1) {
-      if (row_major)
-        small_solve_columns_kernel<T, M, H, true, kCapped><<<grid, block, smem, stream>>>(p, int(tc), int(groups),
-                                                                                          ntiles, vector_rows);
-      else
-        small_solve_columns_kernel<T, M, H, false, kCapped><<<grid, block, smem, stream>>>(p, int(tc), int(groups),
-                                                                                           ntiles, false);
-      return hsmaGetLastError();
-    }
-  }
   if (row_major)
     small_solve_columns_kernel<T, M, H, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
                                                                              vector_rows);

@@ -66,7 +66,6 @@ struct SolveProblem {
   SmallKernel kernel = SmallKernel::kAuto;
   int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
-  int column_min_blocks = 0;  // EXPERIMENT: 1 builds the column kernel's 64-row variants for more blocks per SM
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
 };
 
