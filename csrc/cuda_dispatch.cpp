@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -28,6 +29,8 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <unistd.h>  // environ
 
 #include "kernels/trsm_problem.h"
 #include "trsm.h"
@@ -128,6 +131,15 @@ const DeviceIdentity& device_identity() {
   return it->second;
 }
 
+// Whether any environment variable's name starts with HSMA_TRSM_ (the options below): one pass
+// over the environment, so that a small solve with no option set does not pay one getenv per
+// option (host time per call is most of a small solve's eager cost).
+bool any_option_set() {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, "HSMA_TRSM_", 10) == 0) return true;
+  return false;
+}
+
 // HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|pipeline forces one small-path kernel (ablations,
 // tests; pipeline applies to complex128 only, warps where it fits in shared memory).
 SmallKernel small_kernel_choice() {
@@ -215,10 +227,12 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.conj = c.conj;
   p.unit = args.unit;
   p.alpha = to_kernel_scalar<K>(args.alpha);
-  p.kernel = small_kernel_choice();
-  p.segment_lanes = segment_lanes_choice();
-  p.column_rows = column_rows_choice();
-  p.async_copy = async_copy_choice();
+  if (any_option_set()) {  // (else the defaults: the launcher's choices, cp.async)
+    p.kernel = small_kernel_choice();
+    p.segment_lanes = segment_lanes_choice();
+    p.column_rows = column_rows_choice();
+    p.async_copy = async_copy_choice();
+  }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);
     p.l = {-p.l.row, -p.l.col};
