@@ -1105,6 +1105,7 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
         Col("host us", 8, lambda r: f_us(r["host_us"])), Col("min us", 8, lambda r: f_us(r["host_min_us"])),
         Col("wall us", 8, lambda r: f_us(r["wall_us"])), Col("-floor", 7, lambda r: f_us(r["over_floor_us"])),
         Col("/torch", 7, lambda r: f_x(r["vs_torch"])),
+        Col("eager us", 9, lambda r: f_us(r["eager_us"])),
         Col("rel err", 8, lambda r: f_err(r["rel_err"])),
         _C_STATUS,
     ])
@@ -1114,7 +1115,8 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
         m, n, label, _ = job
         return dict(suite="overhead", case="single", shape=f"m={m} n={n}", dtype=bu.dtype_name(dt), m=m, n=n,
                     api=label, calls=calls, repeats=repeats, host_us=math.nan, host_min_us=math.nan,
-                    wall_us=math.nan, over_floor_us=math.nan, vs_torch=math.nan, rel_err=math.nan, status="", note="")
+                    wall_us=math.nan, over_floor_us=math.nan, vs_torch=math.nan, eager_us=math.nan, rel_err=math.nan,
+                    status="", note="")
 
     def run_one(job):
         m, n, label, make = job
@@ -1132,6 +1134,9 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
                 row["rel_err"] = bu.rel_error(select(fn()), ref)
             row.update(bu.host_overhead(fn, calls=calls, repeats=repeats,
                                         sync=(torch.cuda.synchronize if ctx.is_cuda else None)))
+            # One isolated call as the small suite times it (the device idle before it): torch.add's
+            # is the least any op's eager time can be on this machine.
+            row["eager_us"] = bu.time_fn(fn, ctx.device, max_s=0.2).median_us
             bad = not is_floor and not (row["rel_err"] <= _TOL[dt])
             row["status"] = "inaccurate" if bad else "ok"
         except Exception as e:  # noqa: BLE001
@@ -1151,12 +1156,13 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
     rows = run_jobs(ctx, "overhead", jobs, table, run_one, skipped)
     inputs.clear()
     cols = ["suite", "case", "shape", "dtype", "m", "n", "api", "calls", "repeats", "host_us", "host_min_us", "wall_us",
-            "over_floor_us", "vs_torch", "rel_err", "status", "note"]
+            "over_floor_us", "vs_torch", "eager_us", "rel_err", "status", "note"]
     method = (f"float32, left lower. {calls} calls back to back without synchronization between two perf_counter "
               f"readings, median (min) over {repeats} repeats of the time / calls = host us; wall us adds the final "
               "synchronize (GPU-bound when the GPU work per call exceeds the host's). -floor = host us minus torch.add's "
-              "(a native elementwise op on B); /torch = host us / torch.linalg.solve_triangular's. Callables bound once "
-              "(no attribute lookups in the loop).")
+              "(a native elementwise op on B); /torch = host us / torch.linalg.solve_triangular's. eager us = the median "
+              "isolated call timed with CUDA events as in the small suite (device synchronized before each call): "
+              "torch.add's is the floor of any op's eager time. Callables bound once (no attribute lookups in the loop).")
     return SuiteResult(rows, cols, table, "overhead: host time per call", method)
 
 
