@@ -232,8 +232,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_lanes = segment_lanes_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
-    const char* rb = std::getenv("HSMA_TRSM_ROW_BLOCKS");  // EXPERIMENT
-    p.row_blocks = rb == nullptr || std::string(rb) != "0";
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

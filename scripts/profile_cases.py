@@ -22,18 +22,18 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 def cases(all_kernels):
     for d in DT:
-        for kernel in ("auto", "auto+rows1", "auto+sync-copy", "columns", "segments", "pipeline"):
+        for kernel in ("auto", "auto+sync-copy", "columns", "segments", "pipeline"):
             if kernel == "pipeline" and d != "c128":
                 continue
             for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
-                if kernel not in ("auto", "auto+rows1", "auto+sync-copy") and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
+                if kernel not in ("auto", "auto+sync-copy") and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
                     continue
                 if (m, n) == (64, 4096) and kernel == "segments":
                     yield f"single m={m} n={n} {d} segments:8", d, (), m, n, False, "segments:8"
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+rows1", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy"):
@@ -46,14 +46,13 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_ROW_BLOCKS")
+               "HSMA_TRSM_COLUMN_ROWS")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
-    "rows32" (the split column kernel at 33-64 rows, HSMA_TRSM_COLUMN_ROWS=32), "rows1" (warp-wide segments
-    one row at a time, HSMA_TRSM_ROW_BLOCKS=0) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
+    "rows32" (the split column kernel at 33-64 rows, HSMA_TRSM_COLUMN_ROWS=32) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
     for part in spec.split("+"):
@@ -63,8 +62,6 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part == "rows32":
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = "32"
-        elif part == "rows1":  # warp-wide segments one row at a time (not in row blocks)
-            os.environ["HSMA_TRSM_ROW_BLOCKS"] = "0"
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name

@@ -19,7 +19,6 @@ from conftest import (
     assert_unchanged,
     b_shape,
     call_and_check,
-    check_solution,
     clean_triangular,
     default_alpha,
     dtype_id,
@@ -489,7 +488,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments:8", "warps", "pipeline",
                                     "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
-                                    "warps+sync-copy", "segments+rows1", "warps+rows1"])
+                                    "warps+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
@@ -498,8 +497,6 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
     if "rows32" in options:  # the split column kernel at 33-64 rows (HSMA_TRSM_COLUMN_ROWS)
         monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", "32")
-    if "rows1" in options:  # warp-wide segments one row at a time, not in row blocks (HSMA_TRSM_ROW_BLOCKS=0)
-        monkeypatch.setenv("HSMA_TRSM_ROW_BLOCKS", "0")
     if kernel != "auto":
         name, _, lanes = kernel.partition(":")
         monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
@@ -511,30 +508,6 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
                             gen=gen)
         B = make_rhs(b_shape(k, other, left=left, batch=batch), dtype=dtype, device=device, gen=gen)
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
-
-
-@pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("kernel", ["segments", "warps"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("k", [5, 17, 32, 33, 64])
-def test_row_blocks_bitwise(device, kernel, dtype, k, monkeypatch, gen):
-    """Warp-wide segments solve rows a block at a time, every lane solving the block's diagonal part;
-    each row sees the same operations in the same order as one row at a time (HSMA_TRSM_ROW_BLOCKS=0),
-    so the bits are the same, with a subnormal pivot (the exact-division path) and a unit diagonal too."""
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", kernel)
-    tiny = 1e-40 if dtype in (torch.float32, torch.complex64) else 1e-310
-    for unit in (False, True):
-        A = make_triangular(k, batch=(40,), dtype=dtype, unit=unit, device=device, gen=gen)
-        B = make_rhs((40, k, 3), dtype=dtype, device=device, gen=gen)
-        if not unit:
-            A[0, k // 2, k // 2] = tiny  # one batch entry on the exact-division path
-        alpha = default_alpha(dtype)
-        X_blocks = torch.ops.hsma.trsm(A, B, alpha=alpha)
-        monkeypatch.setenv("HSMA_TRSM_ROW_BLOCKS", "0")
-        X_rows = torch.ops.hsma.trsm(A, B, alpha=alpha)
-        monkeypatch.delenv("HSMA_TRSM_ROW_BLOCKS")
-        torch.testing.assert_close(X_blocks, X_rows, rtol=0, atol=0, equal_nan=True)
-        check_solution(X_blocks[1:], A[1:], B[1:], unitriangular=unit, alpha=alpha, device=device)
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)

@@ -495,68 +495,16 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
   }
 }
 
-// Warp-wide segments (kSegment lanes per column: single solves, a few columns per matrix), rows
-// kBlock at a time: the lanes fetch the block's right-hand-side values, already updated by every x
-// above the block, with kBlock independent shuffles; every lane solves the block's diagonal part
-// redundantly in registers (L's entries are broadcast reads known in advance), so the dependent chain
-// has one shuffle latency per block instead of one per row; the owners keep their rows' x, and each
-// lane applies the block's x to its rows below it. Every row sees the same operations in the same
-// order as in substitute_segment (the result is bitwise the same).
-template <typename T, int M, bool kExact>
-__device__ __forceinline__ void substitute_warp_blocks(T (&b)[M / kSegment], const T* Ls, const T* Rs, int lane,
-                                                       bool unit) {
-  constexpr int kRows = M / kSegment;
-  constexpr int kBlock = sizeof(T) >= 16 ? 4 : 8;
-  static_assert(kSegment % kBlock == 0, "substitute_warp_blocks: a block of rows lies in one slot of b");
-  auto L = [&](int i, int k) -> T { return Ls[packed_start<M>(k) + (i - k)]; };
-#pragma unroll
-  for (int k0 = 0; k0 < M; k0 += kBlock) {
-    const int s = k0 / kSegment;
-    T v[kBlock];
-#pragma unroll
-    for (int j = 0; j < kBlock; ++j) v[j] = shfl(b[s], (k0 + j) % kSegment, kSegment);
-#pragma unroll
-    for (int j = 0; j < kBlock; ++j) {
-#pragma unroll
-      for (int i = 0; i < j; ++i) v[j] = fms(v[j], L(k0 + j, k0 + i), v[i]);
-      if (!unit) {
-        if constexpr (kExact)
-          v[j] = divide_by_pivot(v[j], L(k0 + j, k0 + j), Rs[k0 + j]);
-        else
-          v[j] = v[j] * Rs[k0 + j];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kBlock; ++j)
-      if (lane == (k0 + j) % kSegment) b[s] = v[j];
-#pragma unroll
-    for (int t = s; t < kRows; ++t) {
-      const int i = lane + t * kSegment;
-      if (i >= k0 + kBlock) {
-#pragma unroll
-        for (int j = 0; j < kBlock; ++j) b[t] = fms(b[t], L(i, k0 + j), v[j]);
-      }
-    }
-  }
-}
-
 // One column of a segment: substitutes b (the lane's rows of column j, loaded) and writes the
 // solved rows to X, if the column is one of the task's (j_active).
-template <typename T, int M, int kSeg, bool kBlocked>
+template <typename T, int M, int kSeg>
 __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
                                                        bool j_active) {
-  if constexpr (kBlocked) {
-    static_assert(kSeg == kSegment, "solve_and_store_column: row blocks need warp-wide segments");
-    if (exact)
-      substitute_warp_blocks<T, M, true>(b, Ls, Rs, lane, p.unit);
-    else
-      substitute_warp_blocks<T, M, false>(b, Ls, Rs, lane, p.unit);
-  } else if (exact) {
+  if (exact)
     substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
-  } else {
+  else
     substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
-  }
   const int m = static_cast<int>(p.m);
 #pragma unroll
   for (int s = 0; s < M / kSeg; ++s) {
@@ -581,7 +529,7 @@ template <typename T, int kSeg> constexpr int segment_min_blocks() {
 // per lane in registers for batches whose columns would not fit one thread's registers (the
 // column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
 // first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
-template <typename T, int M, int kSeg, bool kBlocked>
+template <typename T, int M, int kSeg>
 __global__ void __launch_bounds__(kSmallThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
@@ -624,7 +572,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
       if (j0 != j_begin) load_rhs(j);
 #pragma unroll
       for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
-      solve_and_store_column<T, M, kSeg, kBlocked>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
+      solve_and_store_column<T, M, kSeg>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
@@ -639,7 +587,7 @@ template <typename T, int M> constexpr bool warp_tasks_fit() {
   return (kWarpTaskThreads / kSegment) * (M * (M + 1) / 2 + M) * sizeof(T) <= 46 * 1024;
 }
 
-template <typename T, int M, bool kBlocked>
+template <typename T, int M>
 __global__ void __launch_bounds__(kWarpTaskThreads)
 small_solve_warp_tasks_kernel(SolveProblem<T> p) {
   constexpr int kRows = M / kSegment;
@@ -671,7 +619,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
         const int row = lane + s * kSegment;
         b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
-      solve_and_store_column<T, M, kSegment, kBlocked>(b, Ls, Rs, lane, exact_task, p, X, j, true);
+      solve_and_store_column<T, M, kSegment>(b, Ls, Rs, lane, exact_task, p, X, j, true);
     }
   }
 }
@@ -681,10 +629,7 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  if (p.row_blocks)
-    small_solve_warp_tasks_kernel<T, M, true><<<grid, kWarpTaskThreads, 0, stream>>>(p);
-  else
-    small_solve_warp_tasks_kernel<T, M, false><<<grid, kWarpTaskThreads, 0, stream>>>(p);
+  small_solve_warp_tasks_kernel<T, M><<<grid, kWarpTaskThreads, 0, stream>>>(p);
   return hsmaGetLastError();
 }
 
@@ -701,13 +646,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  if constexpr (kSeg == kSegment) {
-    if (p.row_blocks) {
-      small_solve_segments_kernel<T, M, kSeg, true><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
-      return hsmaGetLastError();
-    }
-  }
-  small_solve_segments_kernel<T, M, kSeg, false><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
   return hsmaGetLastError();
 }
 

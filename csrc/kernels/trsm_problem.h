@@ -67,7 +67,6 @@ struct SolveProblem {
   int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
-  bool row_blocks = true;  // EXPERIMENT: warp-wide segments solve rows in blocks (HSMA_TRSM_ROW_BLOCKS=0: one at a time)
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
