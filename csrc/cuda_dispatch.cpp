@@ -232,8 +232,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_lanes = segment_lanes_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
-    const char* cg = std::getenv("HSMA_TRSM_COLUMN_GROUPS");  // EXPERIMENT
-    p.column_groups = cg != nullptr && std::string(cg) == "max";
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

@@ -33,7 +33,7 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+maxgroups", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy"):
@@ -46,7 +46,7 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_COLUMN_GROUPS")
+               "HSMA_TRSM_COLUMN_ROWS")
 
 
 def set_variant(spec):
@@ -62,8 +62,6 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part == "rows32":
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = "32"
-        elif part == "maxgroups":  # EXPERIMENT: the most groups per column-kernel block
-            os.environ["HSMA_TRSM_COLUMN_GROUPS"] = "max"
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name

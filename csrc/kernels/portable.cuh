@@ -38,11 +38,7 @@ typedef cudaError_t hsmaError_t;
 #define hsmaOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #endif
 
-#include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 namespace hsma {
 
@@ -171,28 +167,6 @@ inline DeviceInfo current_device_info() {
     if (info.warp_size <= 0) info.warp_size = 32;
   }
   return info;
-}
-
-// Blocks of `kernel` with `threads` threads and `smem` bytes of dynamic shared memory that fit on
-// one multiprocessor of the current device (0 when the runtime cannot say), cached per (kernel,
-// device, threads, smem): launchers ask on every launch.
-inline int resident_blocks(const void* kernel, int threads, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
-  int dev = 0;
-  (void)hsmaGetDevice(&dev);
-  const auto key = std::make_tuple(kernel, dev, threads, smem);
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    int n = 0;
-    if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != hsmaSuccess) {
-      (void)hsmaGetLastError();
-      n = 0;
-    }
-    it = cache.emplace(key, n).first;
-  }
-  return it->second;
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)  // device-only helpers below

@@ -231,17 +231,11 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
 // and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
-// Whether the column kernel stores only the lower triangle (packed) in shared memory: the split
-// kernel's 16-byte types (a 64x64 complex128 square would take 64 KB).
-template <typename T, int M, int H> __host__ __device__ constexpr bool column_packed() {
-  return H < M && sizeof(T) >= 16;
-}
-
 template <typename T, int M, int H, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
-  constexpr bool kPacked = column_packed<T, M, H>();
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;
   using Layout = ColumnLayout<M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
@@ -362,40 +356,25 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   while (tc > kMinTileColumns && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
-  const int64_t group_bytes = int64_t(ColumnLayout<M, true, column_packed<T, M, H>()>::kTriangle + M) * sizeof(T);
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;  // (as in small_solve_columns_kernel)
+  const int64_t group_bytes = int64_t(ColumnLayout<M, true, kPacked>::kTriangle + M) * sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
   while (groups > 1 && groups * group_bytes > budget) groups /= 2;
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
-  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  auto* const kernel =
-      row_major ? small_solve_columns_kernel<T, M, H, true> : small_solve_columns_kernel<T, M, H, false>;
+  const int64_t blocks = (ntasks + groups - 1) / groups;
+  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
   // Threads beyond the groups' columns only help load the triangles. When there are blocks enough
   // to fill the GPU several times, leave them out: blocks of just the solving threads (rounded up to
   // whole warps) let more triangles be solved at once where registers bound the resident threads
-  // (a float64 column of 64 rows: 64 of a 128-thread block's threads would solve). And take the
-  // groups per block that let the most groups reside per multiprocessor: registers are allocated
-  // per warp and blocks are placed whole (float64's split kernel, 188 registers: blocks of two
-  // 64-column groups fit 2 per multiprocessor, 8 warps; blocks of one group 5, 10 warps).
-  const int64_t warp = dev.warp_size;
-  auto solving_threads = [&](int64_t g) {
-    return std::min<int64_t>(std::max<int64_t>(warp, (g * tc + warp - 1) / warp * warp), kColumnThreads);
-  };
+  // (a float64 column of 64 rows: 64 of a 128-thread block's threads would solve).
   int64_t threads = kColumnThreads;
-  if ((ntasks + groups - 1) / groups >= 4 * int64_t(dev.multiprocessors)) {
-    if (p.column_groups == 0) {
-      int64_t best = 0, best_g = groups;
-      for (int64_t g = groups; g >= 1; g /= 2) {
-        const int64_t resident =
-            g * resident_blocks(reinterpret_cast<const void*>(kernel), int(solving_threads(g)), size_t(g * group_bytes));
-        if (resident > best) best = resident, best_g = g;
-      }
-      groups = best_g;
-    }
-    threads = solving_threads(groups);
+  if (blocks >= 4 * int64_t(dev.multiprocessors)) {
+    const int64_t warp = dev.warp_size;
+    threads = std::max<int64_t>(warp, (groups * tc + warp - 1) / warp * warp);
+    threads = std::min<int64_t>(threads, kColumnThreads);
   }
-  const int64_t blocks = (ntasks + groups - 1) / groups;
-  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
   // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
   constexpr int64_t kVec = 16 / sizeof(T);
@@ -404,7 +383,11 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
-  kernel<<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
+  if (row_major)
+    small_solve_columns_kernel<T, M, H, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
+                                                                             vector_rows);
+  else
+    small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)

@@ -67,7 +67,6 @@ struct SolveProblem {
   int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
-  int column_groups = 0;   // EXPERIMENT: 1 keeps the most groups per column-kernel block (HSMA_TRSM_COLUMN_GROUPS=max)
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
