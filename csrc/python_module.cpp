@@ -9,13 +9,16 @@
 // (reverse and forward), functorch transforms, vmap's batch rule, TorchDispatchModes, the
 // profiler, CUDA-graph capture. It returns None instead, and the caller takes torch.ops' path,
 // whenever that path would do something this one does not: an argument that is not a plain
-// Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode, an
-// argument of another Python type than the schema's (torch's conversions apply), or A and B not
-// of one supported dtype (solve_triangular promotes them; errors are raised there).
+// Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode (also
+// torch.set_default_device's and `with torch.device(...)`'s), a pending "skip the next
+// __torch_function__" (torch.overrides.redispatch_function), an argument of another Python type
+// than the schema's (torch's conversions apply), or A and B not of one supported dtype
+// (solve_triangular promotes them; errors are raised there).
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <torch/version.h>
 
 #include "trsm.h"
 
@@ -64,6 +67,11 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
     return nullptr;
   }
   if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || at::impl::torch_function_mode_enabled()) Py_RETURN_NONE;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+  // torch.overrides.redispatch_function set "skip the next __torch_function__": torch.ops' check
+  // consumes that flag (and errs if none does), so leave this call to it.
+  if (at::impl::PythonTorchFunctionTLS::peek_skip_next()) Py_RETURN_NONE;
+#endif
   bool left, upper, unit;
   c10::Scalar alpha;
   if (!as_bool(args[2], &left) || !as_bool(args[3], &upper) || !as_bool(args[5], &unit) || !PyUnicode_Check(args[4]) ||
@@ -71,7 +79,10 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
     Py_RETURN_NONE;
   Py_ssize_t trans_len = 0;
   const char* trans = PyUnicode_AsUTF8AndSize(args[4], &trans_len);
-  if (trans == nullptr) return nullptr;
+  if (trans == nullptr) {  // not encodable (a lone surrogate): torch.ops' error
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
   const at::Tensor& A = THPVariable_Unpack(args[0]);
   const at::Tensor& B = THPVariable_Unpack(args[1]);
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;

@@ -1,6 +1,5 @@
 """Loads the compiled library and registers the Python-side part of torch.ops.hsma.trsm and
 torch.ops.hsma.trsm_: their fake kernels (shape inference for torch.compile / FakeTensor)."""
-import glob
 import os
 
 import torch
@@ -9,19 +8,24 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _load_library():
-    found = sorted(glob.glob(os.path.join(_HERE, "_C*.so")) + glob.glob(os.path.join(_HERE, "_C*.pyd")))
-    if not found:
+    # Importing the extension module registers torch.ops.hsma (its static initialisers); it is
+    # the build for this interpreter (another Python's _C*.so beside it is never loaded, which
+    # would register the ops twice). load_library of the same file only records it in
+    # torch.ops.loaded_libraries.
+    try:
+        from . import _C
+    except ImportError as e:
         raise ImportError(
-            "hsma_trsm: the compiled extension (hsma_trsm/_C*.so) was not found next to "
-            f"{_HERE}; build it with `pip install --no-build-isolation -e .`"
-        )
-    torch.ops.load_library(found[0])
+            "hsma_trsm: the compiled extension (hsma_trsm/_C*.so) for this Python was not found or "
+            f"failed to load next to {_HERE} ({e}); build it with `pip install --no-build-isolation -e .`"
+        ) from e
+    torch.ops.load_library(_C.__file__)
+    return _C
 
 
-_load_library()
-# The same library as a Python module: its trsm function is the eager entry of the public API
-# (csrc/python_module.cpp), the typed dispatcher call without torch.ops' boxed argument parsing.
-from . import _C  # noqa: E402
+# _C.trsm is the eager entry of the public API (csrc/python_module.cpp): the typed dispatcher call
+# without torch.ops' boxed argument parsing.
+_C = _load_library()
 
 # Under torch.compile, Dynamo traces the public functions: they take torch.ops.hsma.trsm there
 # (Dynamo cannot trace into _C.trsm, a C function).

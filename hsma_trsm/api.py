@@ -113,6 +113,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         X = _C.trsm(A, B, left, upper, "N", unitriangular, 1)  # the eager entry, as in trsm()
         if X is not None:
             return X
+    if out is None and not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
+        # Not tensors (an fx Proxy under symbolic tracing, ...): torch.ops takes them or raises.
+        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     if A.dtype is not B.dtype:
         dtype = torch.promote_types(A.dtype, B.dtype)
         A, B = A.to(dtype), B.to(dtype)

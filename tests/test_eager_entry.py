@@ -96,6 +96,7 @@ def test_entry_declines_where_torch_ops_differs(device):
     assert _C.trsm(A, B, True, False, "N", False, True) is None
     assert _C.trsm(A, B, True, False, "N", False, np.float64(2.0)) is None
     assert _C.trsm(A, B, True, False, "N", False, 2**70) is None
+    assert _C.trsm(A, B, True, False, "\ud800", False, 1) is None  # not UTF-8 encodable: torch.ops' error
     # Dtypes the public functions promote or reject with their own errors.
     assert _C.trsm(A, B.float(), True, False, "N", False, 1) is None
     assert _C.trsm(A.to(torch.bfloat16), B.to(torch.bfloat16), True, False, "N", False, 1) is None
@@ -174,3 +175,22 @@ def test_entry_keeps_dispatch_keys(device):
     # No gradient wanted: no graph.
     with torch.no_grad():
         assert hsma_trsm.solve_triangular(Ag, Bg, upper=False).grad_fn is None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_entry_with_torch_function_machinery(device):
+    A, B = _inputs(6, 2, True, False, False, torch.float64, device, seed=5)
+    Xop = torch.ops.hsma.trsm(A, B)
+    # torch.overrides.redispatch_function sets "skip the next __torch_function__", which torch.ops'
+    # check consumes (torch 2.13); the entry leaves such a call to torch.ops.
+    if hasattr(torch.overrides, "redispatch_function"):
+        X = torch.overrides.redispatch_function(hsma_trsm.trsm, (), (A, B), {})
+        assert torch.equal(X, Xop)
+    # `with torch.device(...)` is a TorchFunctionMode: torch.ops' path, same result.
+    with torch.device(device):
+        assert _C.trsm(A, B, True, False, "N", False, 1) is None
+        assert torch.equal(hsma_trsm.trsm(A, B), Xop)
+    # fx symbolic tracing records the op (Proxies are not tensors: torch.ops' path).
+    gm = torch.fx.symbolic_trace(lambda A, B: hsma_trsm.solve_triangular(A, B, upper=False))
+    assert any("hsma" in str(node.target) for node in gm.graph.nodes), gm.graph
+    assert torch.equal(gm(A, B), Xop)
