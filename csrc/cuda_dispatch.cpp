@@ -140,7 +140,7 @@ bool any_option_set() {
   return false;
 }
 
-// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|pipeline forces one small-path kernel (ablations,
+// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|tiles|pipeline forces one small-path kernel (ablations,
 // tests; pipeline applies to complex128 only, warps where it fits in shared memory).
 SmallKernel small_kernel_choice() {
   const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
@@ -150,7 +150,8 @@ SmallKernel small_kernel_choice() {
   if (v == "segments") return SmallKernel::kSegments;
   if (v == "pipeline") return SmallKernel::kPipeline;
   if (v == "warps") return SmallKernel::kWarpTasks;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments, warps or pipeline)");
+  if (v == "tiles") return SmallKernel::kTiles;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments, warps, tiles or pipeline)");
   return SmallKernel::kAuto;
 }
 
@@ -232,6 +233,8 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_lanes = segment_lanes_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
+    const char* tv = std::getenv("HSMA_TRSM_TILE_VARIANT");  // EXPERIMENT
+    p.tile_variant = tv ? std::atoi(tv) : 0;
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

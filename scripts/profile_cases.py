@@ -20,6 +20,9 @@ import hsma_trsm
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
+TILES = ("tiles", "tiles:42", "tiles:22", "tiles:23", "tiles:44")  # EXPERIMENT: HSMA_TRSM_TILE_VARIANT
+
+
 def cases(all_kernels):
     for d in DT:
         for kernel in ("auto", "auto+sync-copy", "columns", "segments", "pipeline"):
@@ -31,12 +34,14 @@ def cases(all_kernels):
                 if (m, n) == (64, 4096) and kernel == "segments":
                     yield f"single m={m} n={n} {d} segments:8", d, (), m, n, False, "segments:8"
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
+        for kernel in TILES:
+            yield f"single m=64 n=4096 {d} {kernel}", d, (), 64, 4096, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + TILES if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
-        for kernel in ("auto", "auto+sync-copy"):
+        for kernel in ("auto", "auto+sync-copy") + TILES:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
         for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
             for m in (128, 256, 512, 1024, 4096):
@@ -46,7 +51,7 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_TILE_VARIANT")
 
 
 def set_variant(spec):
@@ -65,7 +70,9 @@ def set_variant(spec):
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
-            if lanes:
+            if name == "tiles" and lanes:
+                os.environ["HSMA_TRSM_TILE_VARIANT"] = lanes
+            elif lanes:
                 os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
 
 
@@ -115,6 +122,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--filter", default="", help="run cases whose name contains one of these |-separated strings")
+    ap.add_argument("--kernels", default="", help="only these ,-separated variants (e.g. auto,tiles)")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--plain", action="store_true",
                     help="only call each solve (a warm-up and --calls more), no torch.profiler: for running under ncu")
@@ -124,6 +132,8 @@ def main():
     rows = []
     for name, d, batch, m, n, unit, kernel in cases(args.all_kernels):
         if args.filter and not any(f in name for f in args.filter.split("|")):
+            continue
+        if args.kernels and kernel not in args.kernels.split(","):
             continue
         set_variant(kernel)
         A, B = make(d, batch, m, n, unit)

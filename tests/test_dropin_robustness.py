@@ -114,11 +114,14 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 64])
-def test_extreme_pivots_narrow_segments(device, dtype, k, monkeypatch):
-    """The segment kernel with 8 lanes per column (HSMA_TRSM_SEGMENT_LANES; the default for
-    complex batches) divides where a reciprocal would not do."""
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
-    monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", "8")
+@pytest.mark.parametrize("kernel", ["segments:8", "tiles"])
+def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
+    """The kernels for batches of many columns, the segment kernel with 8 lanes per column
+    (HSMA_TRSM_SEGMENT_LANES) and the tile kernel, divide where a reciprocal would not do."""
+    name, _, lanes = kernel.partition(":")
+    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
+    if lanes:
+        monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
     for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
                                                                          (True, False, "C")]):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
@@ -290,6 +293,10 @@ SWEEP = [
                  id="small-columns-split-c128"),
     pytest.param(50, (2,), 7, True, False, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "columns",
                  "HSMA_TRSM_COLUMN_ROWS": "32"}, id="small-columns-split-f32"),
+    pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+                 id="small-tiles-c128"),
+    pytest.param(30, (2,), 20, False, True, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+                 id="small-tiles-f32"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -487,8 +487,8 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments:8", "warps", "pipeline",
-                                    "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
-                                    "warps+sync-copy"])
+                                    "tiles", "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
+                                    "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):

@@ -650,6 +650,148 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   return hsmaGetLastError();
 }
 
+// Tile kernel, for batches of many columns at 33-64 rows (or 17-32): a blocked right-looking
+// substitution whose updates are register-tiled like a GEMM's, so that each value read from shared
+// memory feeds several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add
+// and broadcasts every x_k with a shuffle, which bounds it by shared-memory and shuffle throughput).
+//   - A thread block takes one (batch entry, column tile) task at a time (grid-stride loop); the
+//     whole block loads the triangle, packed by columns, as the segment kernel does.
+//   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all M rows: lane
+//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, ... (a "slot" each) of the
+//     columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
+//     consecutive words (no bank conflicts), and each read feeds four multiply-adds.
+//   - The rows are solved in diagonal blocks of kTileDiag = 8: the lanes holding the block's rows
+//     put them in the warp's buffer Xw; eight lanes (one per column) solve the block in place by
+//     substitution, L from shared memory at compile-time addresses, and store those rows of X;
+//     then every lane subtracts L(i, block) Xw from its rows i below the block (each x_i
+//     subtracts L(i, k) x_k for k in increasing order, as in the other kernels, so the results
+//     are bitwise the same). Only warp barriers: the warps of a block are independent.
+constexpr int kTileRowLanes = 16;                      // lanes along a column: lane r0 holds rows r0 + 16 s
+constexpr int kTileDiag = 8;                           // rows per diagonal block
+constexpr int kTileMaxWarps = 8;
+
+template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks * 256 / kThreads)
+small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
+  constexpr int kTileLaneCols = kLaneCols, kTileWarpCols = 2 * kLaneCols;
+  constexpr int kSlots = M / kTileRowLanes;
+  constexpr int kWarps = kThreads / 32;
+  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes == 2 * kTileDiag, "small_solve_tiles_kernel: layout");
+  __shared__ T Ls[M * (M + 1) / 2];
+  __shared__ T Rs[M];
+  __shared__ T Xs[kWarps][kTileDiag][kTileWarpCols];
+  __shared__ int exact;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int w = tid / 32, lane = tid % 32, cg = lane / kTileRowLanes, r0 = lane % kTileRowLanes;
+  T(*Xw)[kTileWarpCols] = Xs[w];
+  const int m = static_cast<int>(p.m);
+  const int64_t ntasks = p.batch * ntiles;
+
+  for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
+    int64_t bidx, tile, off[3];
+    task_coords(task, ntiles, bidx, tile);
+    batch_offsets(p.bl, bidx, off);
+    const int64_t jw = (tile * kWarps + w) * kTileWarpCols;  // the warp's first column
+    const int64_t jl = jw + cg * kTileLaneCols;              // the lane's first column
+    T x[kSlots][kTileLaneCols];
+    const T* B = p.B + off[1];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+      for (int c = 0; c < kTileLaneCols; ++c) {
+        const int row = r0 + kTileRowLanes * s;
+        x[s][c] = (row < m && jl + c < p.n) ? B[row * p.b.row + (jl + c) * p.b.col] : T(0);  // alpha: below
+      }
+    __syncthreads();  // the previous task is done with Ls
+    if (tid == 0) exact = 0;
+    __syncthreads();  // exact is cleared
+    load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    __syncthreads();
+    const bool exact_task = exact != 0;
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+      for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = p.alpha * x[s][c];
+    T* X = p.X + off[2];
+    const int64_t j = jw + lane;  // the column this lane solves in the diagonal blocks (lane < 8)
+    const bool store = lane < kTileWarpCols && j < p.n;
+
+#pragma unroll
+    for (int kb = 0; kb < M / kTileDiag; ++kb) {
+      constexpr int kHalves = kTileRowLanes / kTileDiag;
+      const int s = kb / kHalves, h = kb % kHalves, k0 = kb * kTileDiag;
+      warp_sync();  // the update of the previous block is done with Xw
+      if (r0 / kTileDiag == h) {
+#pragma unroll
+        for (int c = 0; c < kTileLaneCols; ++c) Xw[r0 % kTileDiag][cg * kTileLaneCols + c] = x[s][c];
+      }
+      warp_sync();
+      if (lane < kTileWarpCols) {  // solve column `lane` of the diagonal block
+        T v[kTileDiag];
+#pragma unroll
+        for (int q = 0; q < kTileDiag; ++q) {
+          v[q] = Xw[q][lane];
+#pragma unroll
+          for (int r = 0; r < q; ++r) v[q] = fms(v[q], Ls[packed_start<M>(k0 + r) + (q - r)], v[r]);
+          if (!p.unit) {
+            if (exact_task)
+              v[q] = divide_by_pivot(v[q], Ls[packed_start<M>(k0 + q)], Rs[k0 + q]);
+            else
+              v[q] = v[q] * Rs[k0 + q];
+          }
+          Xw[q][lane] = v[q];
+          if (store && k0 + q < m) X[(k0 + q) * p.x.row + j * p.x.col] = v[q];
+        }
+      }
+      warp_sync();
+      // Rows below the block: slot s holds some of them (h = 0, r0 >= 8), later slots all. One k
+      // at a time: its four x_k (broadcast reads) feed every slot's row.
+      const T* col = Ls + r0;  // col[packed_start(k) - k + 16 s] = L(r0 + 16 s, k)
+#pragma unroll
+      for (int k = 0; k < kTileDiag; ++k) {
+        T xk[kTileLaneCols];
+#pragma unroll
+        for (int c = 0; c < kTileLaneCols; ++c) xk[c] = Xw[k][cg * kTileLaneCols + c];
+#pragma unroll
+        for (int s2 = s; s2 < kSlots; ++s2) {
+          if (s2 == s && (h == kHalves - 1 || r0 < (h + 1) * kTileDiag)) continue;
+          const T l = col[packed_start<M>(k0 + k) - (k0 + k) + kTileRowLanes * s2];
+#pragma unroll
+          for (int c = 0; c < kTileLaneCols; ++c) x[s2][c] = fms(x[s2][c], l, xk[c]);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks>
+hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
+  const int64_t tile_cols = (kThreads / 32) * 2 * kLaneCols;
+  const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
+  const int64_t ntasks = p.batch * ntiles;
+  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  small_solve_tiles_kernel<T, M, kThreads, kLaneCols, kMinBlocks><<<grid, kThreads, 0, stream>>>(p, ntiles);
+  return hsmaGetLastError();
+}
+
+// Four warps for B of at most four warps' columns, else eight.
+template <typename T, int M, int kLaneCols, int kMinBlocks>
+hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
+  if (p.n <= 4 * 2 * kLaneCols) return launch_tiles<T, M, 128, kLaneCols, kMinBlocks>(p, stream);
+  return launch_tiles<T, M, 32 * kTileMaxWarps, kLaneCols, kMinBlocks>(p, stream);
+}
+// EXPERIMENT: p.tile_variant picks (columns per lane, blocks per multiprocessor).
+template <typename T, int M>
+hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
+  switch (p.tile_variant) {
+    case 42: return launch_tiles<T, M, 4, 2>(p, stream);
+    case 22: return launch_tiles<T, M, 2, 2>(p, stream);
+    case 23: return launch_tiles<T, M, 2, 3>(p, stream);
+    case 44: return launch_tiles<T, M, 4, 4>(p, stream);
+    default: return launch_tiles<T, M, 4, 3>(p, stream);
+  }
+}
+
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
 // batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
 constexpr int kNarrowSegment = 8;
@@ -705,6 +847,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
+  if (p.kernel == SmallKernel::kTiles && p.m > 16) {
+    if (p.m <= 32) return launch_tiles<T, 32>(p, stream);
+    return launch_tiles<T, 64>(p, stream);
+  }
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
       if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);
