@@ -712,9 +712,10 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     for (int s = 0; s < kSlots; ++s)
 #pragma unroll
       for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = p.alpha * x[s][c];
-    T* X = p.X + off[2];
     const int64_t j = jw + lane;  // the column this lane solves in the diagonal blocks (lane < 8)
-    const bool store = lane < kTileWarpCols && j < p.n;
+    const bool store = lane < kTileWarpCols && j < p.n, unit = p.unit;
+    T* Xj = p.X + off[2] + j * p.x.col;
+    const int64_t xrow = p.x.row;
 
 #pragma unroll
     for (int kb = 0; kb < M / kTileDiag; ++kb) {
@@ -729,18 +730,30 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
       if (lane < kTileWarpCols) {  // solve column `lane` of the diagonal block
         T v[kTileDiag];
 #pragma unroll
-        for (int q = 0; q < kTileDiag; ++q) {
-          v[q] = Xw[q][lane];
+        for (int q = 0; q < kTileDiag; ++q) v[q] = Xw[q][lane];
+        auto solve = [&](auto exact_pivots) {  // (one branch per block, not per row)
 #pragma unroll
-          for (int r = 0; r < q; ++r) v[q] = fms(v[q], Ls[packed_start<M>(k0 + r) + (q - r)], v[r]);
-          if (!p.unit) {
-            if (exact_task)
-              v[q] = divide_by_pivot(v[q], Ls[packed_start<M>(k0 + q)], Rs[k0 + q]);
+          for (int q = 0; q < kTileDiag; ++q) {
+#pragma unroll
+            for (int r = 0; r < q; ++r) v[q] = fms(v[q], Ls[packed_start<M>(k0 + r) + (q - r)], v[r]);
+            T scaled;
+            if constexpr (decltype(exact_pivots)::value)
+              scaled = divide_by_pivot(v[q], Ls[packed_start<M>(k0 + q)], Rs[k0 + q]);
             else
-              v[q] = v[q] * Rs[k0 + q];
+              scaled = v[q] * Rs[k0 + q];
+            v[q] = unit ? v[q] : scaled;
           }
-          Xw[q][lane] = v[q];
-          if (store && k0 + q < m) X[(k0 + q) * p.x.row + j * p.x.col] = v[q];
+        };
+        if (exact_task)
+          solve(std::true_type());
+        else
+          solve(std::false_type());
+#pragma unroll
+        for (int q = 0; q < kTileDiag; ++q) Xw[q][lane] = v[q];
+        if (store) {  // (after the shared-memory work: these stores may alias nothing it reads)
+#pragma unroll
+          for (int q = 0; q < kTileDiag; ++q)
+            if (k0 + q < m) Xj[(k0 + q) * xrow] = v[q];
         }
       }
       warp_sync();
