@@ -20,7 +20,7 @@ import hsma_trsm
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
-TILES = ("tiles", "tiles:42", "tiles:22", "tiles:23", "tiles:44")  # EXPERIMENT: HSMA_TRSM_TILE_VARIANT
+TILES = ("tiles", "tiles:42", "tiles:44", "tiles:142", "tiles:143")  # EXPERIMENT: HSMA_TRSM_TILE_VARIANT
 
 
 def cases(all_kernels):

@@ -667,16 +667,15 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 //     subtracts L(i, k) x_k for k in increasing order, as in the other kernels, so the results
 //     are bitwise the same). Only warp barriers: the warps of a block are independent.
 constexpr int kTileRowLanes = 16;                      // lanes along a column: lane r0 holds rows r0 + 16 s
-constexpr int kTileDiag = 8;                           // rows per diagonal block
 constexpr int kTileMaxWarps = 8;
 
-template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks>
+template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks, int kTileDiag>
 __global__ void __launch_bounds__(kThreads, kMinBlocks * 256 / kThreads)
 small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   constexpr int kTileLaneCols = kLaneCols, kTileWarpCols = 2 * kLaneCols;
   constexpr int kSlots = M / kTileRowLanes;
   constexpr int kWarps = kThreads / 32;
-  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes == 2 * kTileDiag, "small_solve_tiles_kernel: layout");
+  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes % kTileDiag == 0, "small_solve_tiles_kernel: layout");
   __shared__ T Ls[M * (M + 1) / 2];
   __shared__ T Rs[M];
   __shared__ T Xs[kWarps][kTileDiag][kTileWarpCols];
@@ -777,29 +776,29 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   }
 }
 
-template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks>
+template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks, int kDiag>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int64_t tile_cols = (kThreads / 32) * 2 * kLaneCols;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_tiles_kernel<T, M, kThreads, kLaneCols, kMinBlocks><<<grid, kThreads, 0, stream>>>(p, ntiles);
+  small_solve_tiles_kernel<T, M, kThreads, kLaneCols, kMinBlocks, kDiag><<<grid, kThreads, 0, stream>>>(p, ntiles);
   return hsmaGetLastError();
 }
 
 // Four warps for B of at most four warps' columns, else eight.
-template <typename T, int M, int kLaneCols, int kMinBlocks>
+template <typename T, int M, int kLaneCols, int kMinBlocks, int kDiag = 8>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
-  if (p.n <= 4 * 2 * kLaneCols) return launch_tiles<T, M, 128, kLaneCols, kMinBlocks>(p, stream);
-  return launch_tiles<T, M, 32 * kTileMaxWarps, kLaneCols, kMinBlocks>(p, stream);
+  if (p.n <= 4 * 2 * kLaneCols) return launch_tiles<T, M, 128, kLaneCols, kMinBlocks, kDiag>(p, stream);
+  return launch_tiles<T, M, 32 * kTileMaxWarps, kLaneCols, kMinBlocks, kDiag>(p, stream);
 }
 // EXPERIMENT: p.tile_variant picks (columns per lane, blocks per multiprocessor).
 template <typename T, int M>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   switch (p.tile_variant) {
     case 42: return launch_tiles<T, M, 4, 2>(p, stream);
-    case 22: return launch_tiles<T, M, 2, 2>(p, stream);
-    case 23: return launch_tiles<T, M, 2, 3>(p, stream);
+    case 142: return launch_tiles<T, M, 4, 2, 4>(p, stream);
+    case 143: return launch_tiles<T, M, 4, 3, 4>(p, stream);
     case 44: return launch_tiles<T, M, 4, 4>(p, stream);
     default: return launch_tiles<T, M, 4, 3>(p, stream);
   }
