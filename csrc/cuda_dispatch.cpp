@@ -233,8 +233,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_lanes = segment_lanes_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
-    const char* tv = std::getenv("HSMA_TRSM_TILE_VARIANT");  // EXPERIMENT
-    p.tile_variant = tv ? std::atoi(tv) : 0;
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

@@ -20,7 +20,7 @@ import hsma_trsm
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
-TILES = ("tiles", "tiles:42", "tiles:44", "tiles:142", "tiles:143")  # EXPERIMENT: HSMA_TRSM_TILE_VARIANT
+TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
 
 
 def cases(all_kernels):
@@ -51,7 +51,7 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_TILE_VARIANT")
+               "HSMA_TRSM_COLUMN_ROWS")
 
 
 def set_variant(spec):
@@ -70,9 +70,7 @@ def set_variant(spec):
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
-            if name == "tiles" and lanes:
-                os.environ["HSMA_TRSM_TILE_VARIANT"] = lanes
-            elif lanes:
+            if lanes:
                 os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
 
 

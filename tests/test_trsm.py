@@ -477,8 +477,9 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches; forced here with
 # HSMA_TRSM_SEGMENT_LANES). At 33-64 rows a column kernel thread holds the whole column in
 # registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
-# HSMA_TRSM_COLUMN_ROWS=32). Triangles are staged into shared memory with cp.async; "+sync-copy"
-# stages them through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
+# HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
+# choice below). Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
+# through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).
 SMALL_SIZES = [1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64]
@@ -535,6 +536,22 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
         A = make_triangular(k, batch=a_batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
         B = make_rhs(b_shape(k, n, left=left, batch=(600,)), dtype=dtype, device=device, gen=gen)
         if i >= 2:
+            B = B.mT.contiguous().mT
+        call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
+
+
+# Large complex batches of 49-64 rows with many columns: the launcher's choice between the tile
+# kernel (complex128 with A broadcast over the batch, or 128 columns and more) and the others, at
+# orders and widths around those edges, A batched or broadcast, B strided.
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("k,n,a_batch", [(64, 64, ()), (57, 65, ()), (49, 128, (600,)), (64, 130, (600,)),
+                                         (64, 64, (600,)), (48, 128, (600,))])
+def test_small_wide_batches(device, dtype, k, n, a_batch, gen):
+    for i, (left, upper, trans, unit) in enumerate([PAIRWISE_VARIANTS[j] for j in (0, 4, 5)]):
+        A = make_triangular(k, batch=a_batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+        B = make_rhs(b_shape(k, n, left=left, batch=(600,)), dtype=dtype, device=device, gen=gen)
+        if i == 2:
             B = B.mT.contiguous().mT
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 

@@ -1,5 +1,6 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
-// whole triangle of L in shared memory. Two kernels of one family, chosen by the launcher:
+// whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (the third,
+// the register-tiled tile kernel for some complex128 batches, is described at its definition):
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
@@ -650,29 +651,43 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   return hsmaGetLastError();
 }
 
-// Tile kernel, for batches of many columns at 33-64 rows (or 17-32): a blocked right-looking
-// substitution whose updates are register-tiled like a GEMM's, so that each value read from shared
-// memory feeds several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add
-// and broadcasts every x_k with a shuffle, which bounds it by shared-memory and shuffle throughput).
+// Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
+// updates are register-tiled like a GEMM's, so that each value read from shared memory feeds
+// several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add and
+// broadcasts every x_k with a shuffle).
 //   - A thread block takes one (batch entry, column tile) task at a time (grid-stride loop); the
-//     whole block loads the triangle, packed by columns, as the segment kernel does.
-//   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all M rows: lane
-//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, ... (a "slot" each) of the
-//     columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
+//     whole block loads the triangle, packed by columns and padded to 64 rows, as the segment
+//     kernel does.
+//   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all rows: lane
+//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, r0 + 32, r0 + 48 (its "slots") of
+//     the columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
 //     consecutive words (no bank conflicts), and each read feeds four multiply-adds.
-//   - The rows are solved in diagonal blocks of kTileDiag = 8: the lanes holding the block's rows
-//     put them in the warp's buffer Xw; eight lanes (one per column) solve the block in place by
-//     substitution, L from shared memory at compile-time addresses, and store those rows of X;
-//     then every lane subtracts L(i, block) Xw from its rows i below the block (each x_i
-//     subtracts L(i, k) x_k for k in increasing order, as in the other kernels, so the results
-//     are bitwise the same). Only warp barriers: the warps of a block are independent.
-constexpr int kTileRowLanes = 16;                      // lanes along a column: lane r0 holds rows r0 + 16 s
+//   - The rows are solved in diagonal blocks of kTileDiag = 4: the lanes holding the block's rows
+//     put them in the warp's buffer Xw; eight lanes (one per column) solve the block by
+//     substitution, L from shared memory at compile-time addresses, write it back to Xw and store
+//     those rows of X; then every lane subtracts L(i, block) Xw from its rows i below the block.
+//     Each x_i subtracts L(i, k) x_k for k in increasing order, as in the other kernels. Only warp
+//     barriers: the warps of a block are independent.
+// On the H200 (scripts/profile_cases.py, HSMA_TRSM_SMALL_KERNEL=tiles) it beat the 8-lane segment
+// kernel for complex128 batches with A broadcast (batch 4096 of 64x64: 503 vs 586 us) or 128
+// columns per matrix (957 vs 1087 us); it lost for complex128 with A batched at 64 columns (622 vs
+// 580 us), tied for complex64 (311 vs 307 us), and lost by 2x and more for real types, at 32 rows
+// and for single solves of many columns. Diagonal blocks of 8 rows were slower for complex128 (653
+// vs 622 us at 64 columns), and so was a cap of 80 registers (3 blocks per multiprocessor, 771 us).
+constexpr int kTileRowLanes = 16;                 // lanes along a column: lane r0 holds rows r0 + 16 s
+constexpr int kTileLaneCols = 4;                  // columns per lane
+constexpr int kTileWarpCols = 2 * kTileLaneCols;  // columns per 32-lane warp (two lane groups)
+constexpr int kTileDiag = 4;                      // rows per diagonal block
+constexpr int kTileM = 64;                        // the padded order
 constexpr int kTileMaxWarps = 8;
+// Blocks of 256 threads per multiprocessor that the register allocator must fit: 2 (128
+// registers, a few spilled) for complex128, 3 (80) for the other types.
+template <typename T> constexpr int tile_min_blocks() { return sizeof(T) >= 16 ? 2 : 3; }
 
-template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks, int kTileDiag>
-__global__ void __launch_bounds__(kThreads, kMinBlocks * 256 / kThreads)
+template <typename T, int kThreads>
+__global__ void __launch_bounds__(kThreads, tile_min_blocks<T>() * 256 / kThreads)
 small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
-  constexpr int kTileLaneCols = kLaneCols, kTileWarpCols = 2 * kLaneCols;
+  constexpr int M = kTileM;
   constexpr int kSlots = M / kTileRowLanes;
   constexpr int kWarps = kThreads / 32;
   static_assert(kWarps <= kTileMaxWarps && kTileRowLanes % kTileDiag == 0, "small_solve_tiles_kernel: layout");
@@ -756,8 +771,8 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
         }
       }
       warp_sync();
-      // Rows below the block: slot s holds some of them (h = 0, r0 >= 8), later slots all. One k
-      // at a time: its four x_k (broadcast reads) feed every slot's row.
+      // Rows below the block: slot s holds some of them (lanes r0 >= (h + 1) * kTileDiag), later
+      // slots all. One k at a time: its four x_k (broadcast reads) feed every slot's row.
       const T* col = Ls + r0;  // col[packed_start(k) - k + 16 s] = L(r0 + 16 s, k)
 #pragma unroll
       for (int k = 0; k < kTileDiag; ++k) {
@@ -776,32 +791,20 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   }
 }
 
-template <typename T, int M, int kThreads, int kLaneCols, int kMinBlocks, int kDiag>
+// Four warps for B of at most 32 columns, else eight (64 columns per task).
+template <typename T>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
-  const int64_t tile_cols = (kThreads / 32) * 2 * kLaneCols;
+  constexpr int kWide = 32 * kTileMaxWarps, kNarrow = kWide / 2;
+  const int threads = p.n <= (kNarrow / 32) * kTileWarpCols ? kNarrow : kWide;
+  const int64_t tile_cols = (threads / 32) * kTileWarpCols;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_tiles_kernel<T, M, kThreads, kLaneCols, kMinBlocks, kDiag><<<grid, kThreads, 0, stream>>>(p, ntiles);
+  if (threads == kNarrow)
+    small_solve_tiles_kernel<T, kNarrow><<<grid, kNarrow, 0, stream>>>(p, ntiles);
+  else
+    small_solve_tiles_kernel<T, kWide><<<grid, kWide, 0, stream>>>(p, ntiles);
   return hsmaGetLastError();
-}
-
-// Four warps for B of at most four warps' columns, else eight.
-template <typename T, int M, int kLaneCols, int kMinBlocks, int kDiag = 8>
-hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
-  if (p.n <= 4 * 2 * kLaneCols) return launch_tiles<T, M, 128, kLaneCols, kMinBlocks, kDiag>(p, stream);
-  return launch_tiles<T, M, 32 * kTileMaxWarps, kLaneCols, kMinBlocks, kDiag>(p, stream);
-}
-// EXPERIMENT: p.tile_variant picks (columns per lane, blocks per multiprocessor).
-template <typename T, int M>
-hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
-  switch (p.tile_variant) {
-    case 42: return launch_tiles<T, M, 4, 2>(p, stream);
-    case 142: return launch_tiles<T, M, 4, 2, 4>(p, stream);
-    case 143: return launch_tiles<T, M, 4, 3, 4>(p, stream);
-    case 44: return launch_tiles<T, M, 4, 4>(p, stream);
-    default: return launch_tiles<T, M, 4, 3>(p, stream);
-  }
 }
 
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
@@ -859,10 +862,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  if (p.kernel == SmallKernel::kTiles && p.m > 16) {
-    if (p.m <= 32) return launch_tiles<T, 32>(p, stream);
-    return launch_tiles<T, 64>(p, stream);
-  }
+  // The tile kernel (33-64 rows; forced with HSMA_TRSM_SMALL_KERNEL=tiles, else) for large
+  // complex128 batches of 49-64 rows with A broadcast over the batch and 64 columns or more per
+  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see small_solve_tiles_kernel).
+  // Kept off AMD, where it was not measured.
+  bool a_broadcast = p.bl.ndim > 0;
+  for (int d = 0; d < p.bl.ndim; ++d) a_broadcast = a_broadcast && p.bl.stride[0][d] == 0;
+  const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
+                            (p.kernel == SmallKernel::kAuto && !HSMA_HIP && std::is_same_v<T, complex<double>> &&
+                             p.m > 48 && p.segment_lanes == 0 && p.n >= 64 && (a_broadcast || p.n >= 128) &&
+                             p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
+  if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
       if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);

@@ -50,7 +50,7 @@ struct MatrixRef {
 // Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
 // kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
-// kTiles: the register-tiled blocked kernel (orders beyond 16).
+// kTiles: the register-tiled blocked kernel (orders 33-64; others take the launcher's choice).
 enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5 };
 
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
@@ -67,7 +67,6 @@ struct SolveProblem {
   SmallKernel kernel = SmallKernel::kAuto;
   int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
-  int tile_variant = 0;    // EXPERIMENT (HSMA_TRSM_TILE_VARIANT)
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
 };
 
