@@ -141,7 +141,8 @@ bool any_option_set() {
 }
 
 // HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|tiles|pipeline forces one small-path kernel (ablations,
-// tests; pipeline applies to complex128 only, warps where it fits in shared memory).
+// tests; pipeline applies to complex128 only, warps where it fits in shared memory, tiles at 33-64
+// rows).
 SmallKernel small_kernel_choice() {
   const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
   if (env == nullptr || *env == '\0') return SmallKernel::kAuto;

@@ -38,7 +38,8 @@ def cases(all_kernels):
             yield f"single m=64 n=4096 {d} {kernel}", d, (), 64, 4096, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 64, 64, False), (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + TILES if m >= 32 else (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + (
+                    TILES if m > 32 else ()) if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy") + TILES:

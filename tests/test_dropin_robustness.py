@@ -113,11 +113,12 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
-@pytest.mark.parametrize("k", [29, 64])
+@pytest.mark.parametrize("k", [29, 57, 64])
 @pytest.mark.parametrize("kernel", ["segments:8", "tiles"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
-    (HSMA_TRSM_SEGMENT_LANES) and the tile kernel, divide where a reciprocal would not do."""
+    (HSMA_TRSM_SEGMENT_LANES) and the tile kernel (33-64 rows; k = 29 takes another kernel),
+    divide where a reciprocal would not do."""
     name, _, lanes = kernel.partition(":")
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
     if lanes:
@@ -293,9 +294,9 @@ SWEEP = [
                  id="small-columns-split-c128"),
     pytest.param(50, (2,), 7, True, False, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "columns",
                  "HSMA_TRSM_COLUMN_ROWS": "32"}, id="small-columns-split-f32"),
-    pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
                  id="small-tiles-c128"),
-    pytest.param(30, (2,), 20, False, True, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+    pytest.param(40, (2,), 20, False, True, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
                  id="small-tiles-f32"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},

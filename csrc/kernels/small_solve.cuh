@@ -21,7 +21,8 @@
 //    half is loaded, updated by the top half read back from X, and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
-//    complex batches beyond 32 rows (8-lane segments; see launch_small_solve):
+//    complex batches beyond 32 rows (8-lane segments; some complex128 batches take the tile
+//    kernel instead; see launch_small_solve):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
@@ -33,7 +34,7 @@
 //     scales it, a shuffle broadcasts x_k, and every lane updates its rows below k. No
 //     __syncthreads and no shared-memory access on the dependent chain.
 //
-// Both take the division off the critical path: each pivot's reciprocal is computed once per
+// All take the division off the critical path: each pivot's reciprocal is computed once per
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
 // is exact enough there (zero, subnormal, huge or non-finite pivots; see pivot_reciprocal).
 // The kernels and launcher are templates here; small_solve_<dtype>.cu instantiate one data type
@@ -668,12 +669,14 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 //     those rows of X; then every lane subtracts L(i, block) Xw from its rows i below the block.
 //     Each x_i subtracts L(i, k) x_k for k in increasing order, as in the other kernels. Only warp
 //     barriers: the warps of a block are independent.
-// On the H200 (scripts/profile_cases.py, HSMA_TRSM_SMALL_KERNEL=tiles) it beat the 8-lane segment
-// kernel for complex128 batches with A broadcast (batch 4096 of 64x64: 503 vs 586 us) or 128
-// columns per matrix (957 vs 1087 us); it lost for complex128 with A batched at 64 columns (622 vs
-// 580 us), tied for complex64 (311 vs 307 us), and lost by 2x and more for real types, at 32 rows
-// and for single solves of many columns. Diagonal blocks of 8 rows were slower for complex128 (653
-// vs 622 us at 64 columns), and so was a cap of 80 registers (3 blocks per multiprocessor, 771 us).
+// On the H200 (scripts/profile_cases.py, HSMA_TRSM_SMALL_KERNEL=tiles; batches of 4096 64x64) it
+// beat the 8-lane segment kernel for complex128 with A broadcast (503 vs 586 us) or 128
+// unit-diagonal columns per matrix (957 vs 1087 us), and lost for complex128 with A batched at 64
+// columns (622 vs 580 us), for complex64 (311 vs 307 us; 606 vs 576 at 128 columns) and for real
+// types (float64 243 vs 135 us; float32 156 vs 74 with diagonal blocks of 8). Diagonal blocks of 8
+// rows were slower for complex128 (653 vs 622 us at 64 columns), and so was a cap of 80 registers
+// (3 blocks per multiprocessor, 771 us). A first version also lost at 32 rows (a build since
+// removed) and for single solves of 4096 columns (1.16x-2.7x slower than the launcher's kernels).
 constexpr int kTileRowLanes = 16;                 // lanes along a column: lane r0 holds rows r0 + 16 s
 constexpr int kTileLaneCols = 4;                  // columns per lane
 constexpr int kTileWarpCols = 2 * kTileLaneCols;  // columns per 32-lane warp (two lane groups)
@@ -681,7 +684,7 @@ constexpr int kTileDiag = 4;                      // rows per diagonal block
 constexpr int kTileM = 64;                        // the padded order
 constexpr int kTileMaxWarps = 8;
 // Blocks of 256 threads per multiprocessor that the register allocator must fit: 2 (128
-// registers, a few spilled) for complex128, 3 (80) for the other types.
+// registers; ptxas spills 220 bytes per thread) for complex128, 3 (80) for the other types.
 template <typename T> constexpr int tile_min_blocks() { return sizeof(T) >= 16 ? 2 : 3; }
 
 template <typename T, int kThreads>
@@ -733,8 +736,8 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 
 #pragma unroll
     for (int kb = 0; kb < M / kTileDiag; ++kb) {
-      constexpr int kHalves = kTileRowLanes / kTileDiag;
-      const int s = kb / kHalves, h = kb % kHalves, k0 = kb * kTileDiag;
+      constexpr int kParts = kTileRowLanes / kTileDiag;  // diagonal blocks per slot
+      const int s = kb / kParts, h = kb % kParts, k0 = kb * kTileDiag;  // block kb: slot s, lanes r0 / 4 = h
       warp_sync();  // the update of the previous block is done with Xw
       if (r0 / kTileDiag == h) {
 #pragma unroll
@@ -781,7 +784,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
         for (int c = 0; c < kTileLaneCols; ++c) xk[c] = Xw[k][cg * kTileLaneCols + c];
 #pragma unroll
         for (int s2 = s; s2 < kSlots; ++s2) {
-          if (s2 == s && (h == kHalves - 1 || r0 < (h + 1) * kTileDiag)) continue;
+          if (s2 == s && (h == kParts - 1 || r0 < (h + 1) * kTileDiag)) continue;  // (the first: at compile time)
           const T l = col[packed_start<M>(k0 + k) - (k0 + k) + kTileRowLanes * s2];
 #pragma unroll
           for (int c = 0; c < kTileLaneCols; ++c) x[s2][c] = fms(x[s2][c], l, xk[c]);
@@ -862,10 +865,11 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  // The tile kernel (33-64 rows; forced with HSMA_TRSM_SMALL_KERNEL=tiles, else) for large
+  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
   // complex128 batches of 49-64 rows with A broadcast over the batch and 64 columns or more per
-  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see small_solve_tiles_kernel).
-  // Kept off AMD, where it was not measured.
+  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see
+  // small_solve_tiles_kernel; measured at 64 rows, batch 4096). Kept off AMD, where it was not
+  // measured.
   bool a_broadcast = p.bl.ndim > 0;
   for (int d = 0; d < p.bl.ndim; ++d) a_broadcast = a_broadcast && p.bl.stride[0][d] == 0;
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||

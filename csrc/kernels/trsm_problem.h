@@ -50,7 +50,8 @@ struct MatrixRef {
 // Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
 // kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
-// kTiles: the register-tiled blocked kernel (orders 33-64; others take the launcher's choice).
+// kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the launcher chooses
+// among the column and segment kernels).
 enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5 };
 
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
