@@ -41,7 +41,6 @@
 // each, so that the four compile in parallel.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -653,60 +652,55 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   return hsmaGetLastError();
 }
 
-// Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking solve whose work is
-// register-tiled like a GEMM's, so that each value read from shared memory feeds several fused
-// multiply-adds (the segment kernel reads one L(i, k) per multiply-add and broadcasts every x_k
-// with a shuffle), and whose diagonal blocks are applied as their inverses, so that no lane waits
-// on a chain of dependent rows (the paper's blocked TRSM, inside one thread block).
+// Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
+// updates are register-tiled like a GEMM's, so that each value read from shared memory feeds
+// several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add and
+// broadcasts every x_k with a shuffle).
 //   - A thread block takes one (batch entry, column tile) task at a time (grid-stride loop); the
 //     whole block loads the triangle, packed by columns and padded to 64 rows, as the segment
-//     kernel does, then inverts its four diagonal blocks of kTileDiag = 16 rows (one thread per
-//     column of a block: forward substitution against a unit vector, with the pivots'
-//     reciprocals) into Inv, each packed by columns.
+//     kernel does.
 //   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all rows: lane
-//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, r0 + 32, r0 + 48 (its "slots";
-//     slot s is diagonal block s) of the columns 4 cg .. 4 cg + 3 in registers, so the lanes
-//     reading L(i, k) for one k read consecutive words (no bank conflicts), and each read feeds
-//     four multiply-adds.
-//   - Block s: the lanes put slot s in the warp's buffer Xw; each lane forms its row of
-//     inv(L_ss) Xw (16 multiply-adds per column, all lanes at once), stores it to X and back
-//     to Xw; every lane then subtracts L(i, block) Xw from its rows i in the later slots, k in
-//     increasing order. Only warp barriers: the warps of a block are independent.
-//   - A triangle with a pivot whose reciprocal would not do (see pivot_reciprocal) is solved
-//     without the inverses: its diagonal blocks by substitution, dividing by the pivot, one row
-//     per step, the other lanes waiting at a warp barrier each step.
-constexpr int kTileDiag = 16;                     // rows per diagonal block = lanes along a column
+//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, r0 + 32, r0 + 48 (its "slots") of
+//     the columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
+//     consecutive words (no bank conflicts), and each read feeds four multiply-adds.
+//   - The rows are solved in diagonal blocks of kTileDiag = 4: the lanes holding the block's rows
+//     put them in the warp's buffer Xw; eight lanes (one per column) solve the block by
+//     substitution, L from shared memory at compile-time addresses, write it back to Xw and store
+//     those rows of X; then every lane subtracts L(i, block) Xw from its rows i below the block.
+//     Each x_i subtracts L(i, k) x_k for k in increasing order, as in the other kernels. Only warp
+//     barriers: the warps of a block are independent.
+// On the H200 (scripts/profile_cases.py, HSMA_TRSM_SMALL_KERNEL=tiles; batches of 4096 64x64) it
+// beat the 8-lane segment kernel for complex128 with A broadcast (503 vs 586 us) or 128
+// unit-diagonal columns per matrix (957 vs 1087 us), and lost for complex128 with A batched at 64
+// columns (622 vs 580 us), for complex64 (311 vs 307 us; 606 vs 576 at 128 columns) and for real
+// types (float64 243 vs 135 us; float32 156 vs 74 with diagonal blocks of 8). Diagonal blocks of 8
+// rows were slower for complex128 (653 vs 622 us at 64 columns), and so was a cap of 80 registers
+// (3 blocks per multiprocessor, 771 us). A first version also lost at 32 rows (a build since
+// removed) and for single solves of 4096 columns (1.16x-2.7x slower than the launcher's kernels).
+constexpr int kTileRowLanes = 16;                 // lanes along a column: lane r0 holds rows r0 + 16 s
 constexpr int kTileLaneCols = 4;                  // columns per lane
 constexpr int kTileWarpCols = 2 * kTileLaneCols;  // columns per 32-lane warp (two lane groups)
+constexpr int kTileDiag = 4;                      // rows per diagonal block
 constexpr int kTileM = 64;                        // the padded order
-constexpr int kTileBlocks = kTileM / kTileDiag;   // diagonal blocks (a lane's slots)
-constexpr int kTileInvElems = kTileDiag * (kTileDiag + 1) / 2;  // one packed inverse block
 constexpr int kTileMaxWarps = 8;
 // Blocks of 256 threads per multiprocessor that the register allocator must fit: 2 (128
-// registers) for complex128, 3 (80) for the other types.
+// registers; ptxas spills 220 bytes per thread) for complex128, 3 (80) for the other types.
 template <typename T> constexpr int tile_min_blocks() { return sizeof(T) >= 16 ? 2 : 3; }
-// Dynamic shared memory of a block of `warps` warps: the packed triangle, the pivots'
-// reciprocals, the inverted diagonal blocks and each warp's buffer of one diagonal block's rows.
-template <typename T> constexpr size_t tile_smem_bytes(int warps) {
-  return size_t(kTileM * (kTileM + 1) / 2 + kTileM + kTileBlocks * kTileInvElems + warps * kTileDiag * kTileWarpCols) *
-         sizeof(T);
-}
 
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(kThreads, tile_min_blocks<T>() * 256 / kThreads)
 small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
-  constexpr int M = kTileM, D = kTileDiag;
+  constexpr int M = kTileM;
+  constexpr int kSlots = M / kTileRowLanes;
   constexpr int kWarps = kThreads / 32;
-  static_assert(kWarps <= kTileMaxWarps && 2 * D == 32, "small_solve_tiles_kernel: layout");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* Ls = reinterpret_cast<T*>(smem_raw);  // packed by columns: L(i, k) at packed_start<M>(k) + i - k
-  T* Rs = Ls + M * (M + 1) / 2;            // the pivots' reciprocals
-  T* Inv = Rs + M;                         // inv(L_ss)(i, k) at s * kTileInvElems + packed_start<D>(k) + i - k
+  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes % kTileDiag == 0, "small_solve_tiles_kernel: layout");
+  __shared__ T Ls[M * (M + 1) / 2];
+  __shared__ T Rs[M];
+  __shared__ T Xs[kWarps][kTileDiag][kTileWarpCols];
   __shared__ int exact;
   const int tid = static_cast<int>(threadIdx.x);
-  const int w = tid / 32, lane = tid % 32, cg = lane / D, r0 = lane % D;
-  T* Xw = Inv + kTileBlocks * kTileInvElems + w * D * kTileWarpCols;  // Xw[q * kTileWarpCols + column]
-  T* Xl = Xw + cg * kTileLaneCols;                                      // the lane's columns
+  const int w = tid / 32, lane = tid % 32, cg = lane / kTileRowLanes, r0 = lane % kTileRowLanes;
+  T(*Xw)[kTileWarpCols] = Xs[w];
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
 
@@ -714,160 +708,93 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     int64_t bidx, tile, off[3];
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
-    const int64_t jl = (tile * kWarps + w) * kTileWarpCols + cg * kTileLaneCols;  // the lane's first column
-    T x[kTileBlocks][kTileLaneCols];
+    const int64_t jw = (tile * kWarps + w) * kTileWarpCols;  // the warp's first column
+    const int64_t jl = jw + cg * kTileLaneCols;              // the lane's first column
+    T x[kSlots][kTileLaneCols];
     const T* B = p.B + off[1];
 #pragma unroll
-    for (int s = 0; s < kTileBlocks; ++s)
+    for (int s = 0; s < kSlots; ++s)
 #pragma unroll
       for (int c = 0; c < kTileLaneCols; ++c) {
-        const int row = r0 + D * s;
+        const int row = r0 + kTileRowLanes * s;
         x[s][c] = (row < m && jl + c < p.n) ? B[row * p.b.row + (jl + c) * p.b.col] : T(0);  // alpha: below
       }
-    __syncthreads();  // the previous task is done with Ls and Inv
+    __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
     load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
     __syncthreads();
     const bool exact_task = exact != 0;
-    if (!exact_task) {
-      // inv(L_ss) by column-oriented substitution against unit vectors, every lane at once: the
-      // 16 lanes (cg, r0) of a half-warp hold row r0 of kTileLaneCols columns j of one block s
-      // (the block's 16 columns over 4 half-warps); at step k lane k scales its row by the
-      // pivot's reciprocal, a shuffle broadcasts it, and the lanes below subtract L(r0, k) y_k.
-      constexpr int kHalves = kTileBlocks * D / kTileLaneCols;  // half-warps the blocks need
-      for (int h = 2 * w + cg; h < kHalves; h += 2 * kWarps) {
-        const int s = h / (D / kTileLaneCols), j0 = (h % (D / kTileLaneCols)) * kTileLaneCols, k0 = s * D;
-        T y[kTileLaneCols];
 #pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) y[c] = T(r0 == j0 + c ? 1 : 0);
-        const T* Lb = Ls + packed_start<M>(k0) + r0;  // Lb[packed_start<M>(k0 + k) - packed_start<M>(k0) - k] = L(k0 + r0, k0 + k)
-#pragma unroll
-        for (int k = 0; k < D; ++k) {
-          if (r0 == k) {
-#pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c) y[c] = y[c] * Rs[k0 + k];
-          }
-          T yk[kTileLaneCols];
-#pragma unroll
-          for (int c = 0; c < kTileLaneCols; ++c) yk[c] = shfl(y[c], k, D);
-          if (r0 > k) {
-            const T l = Lb[packed_start<M>(k0 + k) - packed_start<M>(k0) - k];
-#pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c)
-              if (k >= j0 + c) y[c] = fms(y[c], l, yk[c]);
-          }
-        }
-#pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c)
-          if (r0 >= j0 + c) Inv[s * kTileInvElems + packed_start<D>(j0 + c) + (r0 - j0 - c)] = y[c];
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int s = 0; s < kTileBlocks; ++s)
+    for (int s = 0; s < kSlots; ++s)
 #pragma unroll
       for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = p.alpha * x[s][c];
-    T* X = p.X + off[2];
-    const int64_t xrow = p.x.row, xcol = p.x.col;
-    const T* col = Ls + r0;  // col[packed_start<M>(k) - k + D s] = L(r0 + D s, k)
+    const int64_t j = jw + lane;  // the column this lane solves in the diagonal blocks (lane < 8)
+    const bool store = lane < kTileWarpCols && j < p.n, unit = p.unit;
+    T* Xj = p.X + off[2] + j * p.x.col;
+    const int64_t xrow = p.x.row;
 
 #pragma unroll
-    for (int s = 0; s < kTileBlocks; ++s) {
-      const int k0 = s * D;
-      warp_sync();  // the previous block's update is done with Xw
+    for (int kb = 0; kb < M / kTileDiag; ++kb) {
+      constexpr int kParts = kTileRowLanes / kTileDiag;  // diagonal blocks per slot
+      const int s = kb / kParts, h = kb % kParts, k0 = kb * kTileDiag;  // block kb: slot s, lanes r0 / 4 = h
+      warp_sync();  // the update of the previous block is done with Xw
+      if (r0 / kTileDiag == h) {
 #pragma unroll
-      for (int c = 0; c < kTileLaneCols; ++c) Xl[r0 * kTileWarpCols + c] = x[s][c];
+        for (int c = 0; c < kTileLaneCols; ++c) Xw[r0 % kTileDiag][cg * kTileLaneCols + c] = x[s][c];
+      }
       warp_sync();
-      if (!exact_task) {  // x = inv(L_ss) Xw, the lane's row; k <= r0 only (inf in a later row stays there)
-        T acc[kTileLaneCols];
+      if (lane < kTileWarpCols) {  // solve column `lane` of the diagonal block
+        T v[kTileDiag];
 #pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) acc[c] = T(0);
-        const T* inv = Inv + s * kTileInvElems + r0;  // inv[packed_start<D>(k) - k] = inv(L_ss)(r0, k)
+        for (int q = 0; q < kTileDiag; ++q) v[q] = Xw[q][lane];
+        auto solve = [&](auto exact_pivots) {  // (one branch per block, not per row)
 #pragma unroll
-        for (int k = 0; k < D; ++k) {
-          if (k <= r0) {
-            const T l = inv[packed_start<D>(k) - k];
+          for (int q = 0; q < kTileDiag; ++q) {
 #pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c) acc[c] = fms(acc[c], l, Xl[k * kTileWarpCols + c]);
+            for (int r = 0; r < q; ++r) v[q] = fms(v[q], Ls[packed_start<M>(k0 + r) + (q - r)], v[r]);
+            T scaled;
+            if constexpr (decltype(exact_pivots)::value)
+              scaled = divide_by_pivot(v[q], Ls[packed_start<M>(k0 + q)], Rs[k0 + q]);
+            else
+              scaled = v[q] * Rs[k0 + q];
+            v[q] = unit ? v[q] : scaled;
           }
-        }
+        };
+        if (exact_task)
+          solve(std::true_type());
+        else
+          solve(std::false_type());
 #pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = T(0) - acc[c];
-      } else {  // substitution, one row per step, dividing by the pivots where needed
-#pragma unroll 1
-        for (int k = 0; k < D; ++k) {
-          const int kk = k0 + k;
-          if (r0 == k) {
+        for (int q = 0; q < kTileDiag; ++q) Xw[q][lane] = v[q];
+        if (store) {  // (after the shared-memory work: these stores may alias nothing it reads)
 #pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c) {
-              if (!p.unit) x[s][c] = divide_by_pivot(x[s][c], Ls[packed_start<M>(kk)], Rs[kk]);
-              Xl[k * kTileWarpCols + c] = x[s][c];
-            }
-          }
-          warp_sync();
-          if (r0 > k) {
-            const T l = col[packed_start<M>(kk) - kk + k0];
-#pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = fms(x[s][c], l, Xl[k * kTileWarpCols + c]);
-          }
+          for (int q = 0; q < kTileDiag; ++q)
+            if (k0 + q < m) Xj[(k0 + q) * xrow] = v[q];
         }
       }
-      if (r0 + k0 < m) {
+      warp_sync();
+      // Rows below the block: slot s holds some of them (lanes r0 >= (h + 1) * kTileDiag), later
+      // slots all. One k at a time: its four x_k (broadcast reads) feed every slot's row.
+      const T* col = Ls + r0;  // col[packed_start(k) - k + 16 s] = L(r0 + 16 s, k)
 #pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c)
-          if (jl + c < p.n) X[(r0 + k0) * xrow + (jl + c) * xcol] = x[s][c];
-      }
-      if (s + 1 < kTileBlocks) {
-        // The later slots' rows: x_i -= L(i, k) x_k for the block's k, in increasing k.
-        warp_sync();  // every lane has read Xw
+      for (int k = 0; k < kTileDiag; ++k) {
+        T xk[kTileLaneCols];
 #pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) Xl[r0 * kTileWarpCols + c] = x[s][c];
-        warp_sync();
+        for (int c = 0; c < kTileLaneCols; ++c) xk[c] = Xw[k][cg * kTileLaneCols + c];
 #pragma unroll
-        for (int k = 0; k < D; ++k) {
-          T xk[kTileLaneCols];
+        for (int s2 = s; s2 < kSlots; ++s2) {
+          if (s2 == s && (h == kParts - 1 || r0 < (h + 1) * kTileDiag)) continue;  // (the first: at compile time)
+          const T l = col[packed_start<M>(k0 + k) - (k0 + k) + kTileRowLanes * s2];
 #pragma unroll
-          for (int c = 0; c < kTileLaneCols; ++c) xk[c] = Xl[k * kTileWarpCols + c];
-#pragma unroll
-          for (int s2 = s + 1; s2 < kTileBlocks; ++s2) {
-            const T l = col[packed_start<M>(k0 + k) - (k0 + k) + D * s2];
-#pragma unroll
-            for (int c = 0; c < kTileLaneCols; ++c) x[s2][c] = fms(x[s2][c], l, xk[c]);
-          }
+          for (int c = 0; c < kTileLaneCols; ++c) x[s2][c] = fms(x[s2][c], l, xk[c]);
         }
       }
     }
   }
 }
 
-// Four warps for B of at most 32 columns, else eight (64 columns per task). Once per device and
-// instantiation, opts in to the dynamic shared memory beyond NVIDIA's 48 KB default (complex128).
-template <typename T, int kThreads>
-hsmaError_t launch_tiles_with(const SolveProblem<T>& p, int64_t ntiles, unsigned grid, hsmaStream_t stream) {
-  constexpr size_t smem = tile_smem_bytes<T>(kThreads / 32);
-  if constexpr (smem > 48 * 1024) {
-    static std::atomic<bool> configured[64];
-    int dev = 0;
-    hsmaError_t err = hsmaGetDevice(&dev);
-    if (err != hsmaSuccess) return err;
-    if (!configured[dev & 63].load(std::memory_order_relaxed)) {
-      err = hsmaFuncSetAttribute(reinterpret_cast<const void*>(&small_solve_tiles_kernel<T, kThreads>),
-                                 hsmaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (err != hsmaSuccess) {
-#if HSMA_HIP
-        (void)hsmaGetLastError();  // an AMD block has 64 KB of LDS without opting in
-#else
-        return err;
-#endif
-      }
-      configured[dev & 63].store(true, std::memory_order_relaxed);
-    }
-  }
-  small_solve_tiles_kernel<T, kThreads><<<grid, kThreads, smem, stream>>>(p, ntiles);
-  return hsmaGetLastError();
-}
-
+// Four warps for B of at most 32 columns, else eight (64 columns per task).
 template <typename T>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   constexpr int kWide = 32 * kTileMaxWarps, kNarrow = kWide / 2;
@@ -876,8 +803,11 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  if (threads == kNarrow) return launch_tiles_with<T, kNarrow>(p, ntiles, grid, stream);
-  return launch_tiles_with<T, kWide>(p, ntiles, grid, stream);
+  if (threads == kNarrow)
+    small_solve_tiles_kernel<T, kNarrow><<<grid, kNarrow, 0, stream>>>(p, ntiles);
+  else
+    small_solve_tiles_kernel<T, kWide><<<grid, kWide, 0, stream>>>(p, ntiles);
+  return hsmaGetLastError();
 }
 
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
