@@ -113,12 +113,12 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
-@pytest.mark.parametrize("k", [29, 57, 64])
+@pytest.mark.parametrize("k", [29, 41, 57, 64])
 @pytest.mark.parametrize("kernel", ["segments:8", "tiles"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
-    (HSMA_TRSM_SEGMENT_LANES) and the tile kernel (33-64 rows; k = 29 takes another kernel),
-    divide where a reciprocal would not do."""
+    (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build) and the tile kernel (33-64
+    rows; k = 29 takes another kernel), divide where a reciprocal would not do."""
     name, _, lanes = kernel.partition(":")
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
     if lanes:
@@ -286,6 +286,7 @@ SWEEP = [
                  id="small-pipeline-c128"),
     pytest.param(32, (600,), 1, True, False, "N", False, torch.complex64, {}, id="small-warp-tasks"),
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
+    pytest.param(45, (40,), 64, True, True, "T", False, torch.complex64, {}, id="small-narrow-segments-48-c64"),
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
     pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",

@@ -26,8 +26,9 @@
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
-//     identity up to a compile-time M in {32, 64}: column k holds rows k..M-1, so lanes reading
-//     L(i, k) for consecutive i hit consecutive words and a 64x64 complex128 triangle needs 33 KB;
+//     identity up to a compile-time M in {32, 64} (also 48 for 8-lane segments): column k holds
+//     rows k..M-1, so lanes reading L(i, k) for consecutive i hit consecutive words and a 64x64
+//     complex128 triangle needs 33 KB;
 //   - a 32-lane segment owns one column of B, lane l holding rows l and l + 32 in registers, with
 //     the reciprocals of those rows' pivots;
 //   - column-oriented forward substitution, unrolled over M: at step k the lane holding row k
@@ -415,12 +416,12 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
     // threads read consecutive addresses) and walks the slow index in steps of kSlowStep, its
     // source pointer stepping by a constant: a few instructions per copy.
     constexpr int kFast = kThreads < M ? M / kThreads : 1;
-    constexpr int kSlowStep = kThreads < M ? 1 : kThreads / M;
+    constexpr int kSlowStep = kThreads < M ? 1 : kThreads / M;  // (threads beyond kSlowStep * M idle)
     const int64_t fast_stride = k_fast ? p.l.col : p.l.row, slow_stride = k_fast ? p.l.row : p.l.col;
 #pragma unroll
     for (int c = 0; c < kFast; ++c) {
       const int f = kThreads < M ? t + c * kThreads : t % M;
-      int sl = kThreads < M ? 0 : t / M;
+      int sl = kThreads < M ? 0 : t < kSlowStep * M ? t / M : M;
       const T* src = L + f * fast_stride + sl * slow_stride;
 #pragma unroll 1
       for (; sl < M; sl += kSlowStep, src += kSlowStep * slow_stride) {
@@ -911,6 +912,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
   if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
+  // 33-48 rows of a complex batch: 8-lane segments of 6 rows (padding to 64 would do 1.8x the work).
+  if constexpr (kNarrowSegments && kComplex) {
+    if (p.m <= 48 && lanes == kNarrowSegment) return launch_segments<T, 48, kNarrowSegment>(p, dev, stream);
+  }
   return launch_segments<T, 64>(p, dev, stream, lanes);
 }
 }  // namespace hsma
