@@ -9,12 +9,13 @@
 // (reverse and forward), functorch transforms, vmap's batch rule, TorchDispatchModes, the
 // profiler, CUDA-graph capture. It returns None instead, and the caller takes torch.ops' path,
 // whenever that path would do something this one does not: an argument that is not a plain
-// Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode (also
-// torch.set_default_device's and `with torch.device(...)`'s), a pending "skip the next
+// Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode other
+// than torch's own DeviceContext (see modes_pass_through), a pending "skip the next
 // __torch_function__" (torch.overrides.redispatch_function), an argument of another Python type
 // than the schema's (torch's conversions apply), or A and B not of one supported dtype
 // (solve_triangular promotes them; errors are raised there).
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/PythonTorchFunctionTLS.h>
@@ -26,6 +27,30 @@ namespace hsma {
 namespace {
 
 bool plain_tensor(PyObject* obj) { return THPVariable_CheckExact(obj); }
+
+// True when no TorchFunctionMode is active, or only torch.utils._device.DeviceContext, the mode of
+// torch.set_default_device and `with torch.device(...)`: its __torch_function__ only fills in the
+// device of factory functions and calls every other function as it is, so for this op it is the
+// plain call (the op allocates X on A's and B's device in C++, out of the mode's reach). torch
+// keeps at most one DeviceContext, at the bottom of the stack. Called with the GIL held.
+bool modes_pass_through() {
+  if (!at::impl::torch_function_mode_enabled()) return true;
+  if (at::impl::PythonTorchFunctionTLS::stack_len() != 1) return false;
+  // Looked up once (the GIL orders the threads; a thread that comes while the import runs finds
+  // nothing yet and takes torch.ops' path), kept for the process.
+  static PyObject* device_context = nullptr;
+  static bool looked_up = false;
+  if (!looked_up) {
+    looked_up = true;
+    PyObject* module = PyImport_ImportModule("torch.utils._device");
+    device_context = module != nullptr ? PyObject_GetAttrString(module, "DeviceContext") : nullptr;
+    Py_XDECREF(module);
+    if (device_context == nullptr) PyErr_Clear();  // (then no mode passes: torch.ops' path)
+  }
+  const auto& mode = at::impl::PythonTorchFunctionTLS::get_stack_at(0);
+  return device_context != nullptr && mode != nullptr &&
+         reinterpret_cast<PyObject*>(Py_TYPE(mode->ptr(getPyInterpreter()))) == device_context;
+}
 
 // *out = obj's value when obj is exactly True or False.
 bool as_bool(PyObject* obj, bool* out) {
@@ -66,7 +91,7 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
                     "hsma_trsm._C.trsm takes 7 positional arguments (A, B, left, upper, trans, unitriangular, alpha)");
     return nullptr;
   }
-  if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || at::impl::torch_function_mode_enabled()) Py_RETURN_NONE;
+  if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || !modes_pass_through()) Py_RETURN_NONE;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
   // torch.overrides.redispatch_function set "skip the next __torch_function__": torch.ops' check
   // consumes that flag (and errs if none does), so leave this call to it.

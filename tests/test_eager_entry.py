@@ -186,10 +186,26 @@ def test_entry_with_torch_function_machinery(device):
     if hasattr(torch.overrides, "redispatch_function"):
         X = torch.overrides.redispatch_function(hsma_trsm.trsm, (), (A, B), {})
         assert torch.equal(X, Xop)
-    # `with torch.device(...)` is a TorchFunctionMode: torch.ops' path, same result.
+    # `with torch.device(...)` and torch.set_default_device push torch's DeviceContext, a
+    # TorchFunctionMode that passes this op through: the entry takes the call, same result.
+    # With another mode on top, torch.ops' path (the mode sees the call).
     with torch.device(device):
-        assert _C.trsm(A, B, True, False, "N", False, 1) is None
+        X = _C.trsm(A, B, True, False, "N", False, 1)
+        assert X is not None and torch.equal(X, Xop)
         assert torch.equal(hsma_trsm.trsm(A, B), Xop)
+        with _FunctionLog() as mode:
+            assert _C.trsm(A, B, True, False, "N", False, 1) is None
+            assert torch.equal(hsma_trsm.trsm(A, B), Xop)
+        assert any("hsma" in str(f) and "trsm" in str(f) for f in mode.seen), mode.seen
+    assert torch._C._len_torch_function_stack() == 0  # (no default device set: None restores it)
+    torch.set_default_device(device)
+    try:
+        X = _C.trsm(A, B, True, False, "N", False, 1)
+        assert X is not None and torch.equal(X, Xop)
+        X = hsma_trsm.solve_triangular(A, B, upper=False)
+        assert X.device == A.device and torch.equal(X, Xop)
+    finally:
+        torch.set_default_device(None)
     # fx symbolic tracing records the op (Proxies are not tensors: torch.ops' path).
     gm = torch.fx.symbolic_trace(lambda A, B: hsma_trsm.solve_triangular(A, B, upper=False))
     assert any("hsma" in str(node.target) for node in gm.graph.nodes), gm.graph
