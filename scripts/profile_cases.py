@@ -37,7 +37,8 @@ def cases(all_kernels):
         for kernel in TILES:
             yield f"single m=64 n=4096 {d} {kernel}", d, (), 64, 4096, False, kernel
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
-                                  (4096, 64, 64, False), (4096, 64, 128, True)):
+                                  (4096, 48, 48, False), (4096, 64, 64, False),
+                                  (4096, 64, 128, True)):
             for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + (
                     TILES if m > 32 else ()) if m >= 32 else (
                     "auto", "auto+sync-copy"):
@@ -58,7 +59,8 @@ VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_A
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
-    "rows32" (the split column kernel at 33-64 rows, HSMA_TRSM_COLUMN_ROWS=32) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
+    "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
+    columns) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
     for part in spec.split("+"):
@@ -66,8 +68,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
         elif part == "sync-copy":
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
-        elif part == "rows32":
-            os.environ["HSMA_TRSM_COLUMN_ROWS"] = "32"
+        elif part in ("rows32", "rows64"):
+            os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
