@@ -286,7 +286,7 @@ SWEEP = [
                  id="small-pipeline-c128"),
     pytest.param(32, (600,), 1, True, False, "N", False, torch.complex64, {}, id="small-warp-tasks"),
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
-    pytest.param(45, (40,), 64, True, True, "T", False, torch.complex64, {}, id="small-narrow-segments-48-c64"),
+    pytest.param(45, (40,), 64, True, True, "T", False, torch.complex128, {}, id="small-narrow-segments-48-c128"),
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
     pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",

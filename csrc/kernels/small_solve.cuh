@@ -846,18 +846,20 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // The segment kernel spreads each column's substitution over a segment's lanes, the column
   // kernel runs it on one thread. Warp-wide segments win (H200, scripts/profile_cases.py) for a
   // few columns of a triangle beyond 16 rows (a single solve) and for batches of single vectors in
-  // 8- and 16-byte types; 8-lane segments for complex solves of orders beyond 32 with more columns
-  // in all (batch * n > kFewColumns: batches, or one wide B), where a column of 48 complex64 or
-  // more fills too many of one thread's registers (at 17-32 rows the column kernel, with its
-  // triangles staged by cp.async, won: batch 10000 of 32x32 complex64 105 vs 155 us, complex128
-  // 162 vs 276). Without 8-lane segments (AMD), complex64 beyond
-  // 48 rows takes warp-wide segments unless a batch has more than 64 columns per matrix.
+  // 8- and 16-byte types; 8-lane segments for complex solves with more columns in all
+  // (batch * n > kFewColumns: batches, or one wide B) of orders beyond 48 (complex64) or 32
+  // (complex128), where a column fills too many of one thread's registers (at 17-32 rows the
+  // column kernel, with its triangles staged by cp.async, won: batch 10000 of 32x32 complex64
+  // 105 vs 155 us, complex128 162 vs 276; at 48 rows, batch 4096 of 48x48 complex64 147 vs 192
+  // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Without 8-lane
+  // segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a batch has more
+  // than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
   constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
   const bool few_columns =
       p.m > 16 && (p.batch * p.n <= kFewColumns || (p.n <= 2 && sizeof(T) >= 8) ||
                    (!kNarrowSegments && kComplex64 && p.m > 48 && (p.n <= 64 || p.batch == 1)));
-  const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > 32;
+  const bool narrow_segments = kNarrowSegments && !few_columns && kComplex && p.m > (kComplex64 ? 48 : 32);
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel), except
   // float32 batches beyond kFewColumns columns in all, which the column kernel takes (it won there:
   // batch 10000 of 32x32, n = 1, 26 vs 37 us on the H200).
@@ -912,7 +914,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
   if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
-  // 33-48 rows of a complex batch: 8-lane segments of 6 rows (padding to 64 would do 1.8x the work).
+  // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
+  // 64 would do 1.8x the work: batch 4096 of 48x48 complex128 515 us padded, 350 at 48 rows).
   if constexpr (kNarrowSegments && kComplex) {
     if (p.m <= 48 && lanes == kNarrowSegment) return launch_segments<T, 48, kNarrowSegment>(p, dev, stream);
   }
