@@ -31,26 +31,50 @@ bool plain_tensor(PyObject* obj) { return THPVariable_CheckExact(obj); }
 // True when no TorchFunctionMode is active, or only torch.utils._device.DeviceContext, the mode of
 // torch.set_default_device and `with torch.device(...)`: its __torch_function__ only fills in the
 // device of factory functions and calls every other function as it is, so for this op it is the
-// plain call (the op allocates X on A's and B's device in C++, out of the mode's reach). torch
-// keeps at most one DeviceContext, at the bottom of the stack. Called with the GIL held.
+// plain call (the op allocates X on A's and B's device in C++), made with the mode off the stack
+// as torch does while a mode's __torch_function__ runs (StashMode). Nested DeviceContexts, a
+// subclass of it, or any other mode: false (torch.ops' path). Called with the GIL held.
 bool modes_pass_through() {
   if (!at::impl::torch_function_mode_enabled()) return true;
   if (at::impl::PythonTorchFunctionTLS::stack_len() != 1) return false;
-  // Looked up once (the GIL orders the threads; a thread that comes while the import runs finds
-  // nothing yet and takes torch.ops' path), kept for the process.
+  // The class, once torch.utils._device is loaded (a DeviceContext exists only then; it is never
+  // imported from here). The GIL orders the threads; the reference is kept for the process.
   static PyObject* device_context = nullptr;
-  static bool looked_up = false;
-  if (!looked_up) {
-    looked_up = true;
-    PyObject* module = PyImport_ImportModule("torch.utils._device");
-    device_context = module != nullptr ? PyObject_GetAttrString(module, "DeviceContext") : nullptr;
-    Py_XDECREF(module);
-    if (device_context == nullptr) PyErr_Clear();  // (then no mode passes: torch.ops' path)
+  if (device_context == nullptr) {
+    PyObject* name = PyUnicode_FromString("torch.utils._device");
+    PyObject* module = name != nullptr ? PyImport_GetModule(name) : nullptr;
+    Py_XDECREF(name);
+    if (module != nullptr) {
+      device_context = PyObject_GetAttrString(module, "DeviceContext");
+      Py_DECREF(module);
+    }
+    if (device_context == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
   }
   const auto& mode = at::impl::PythonTorchFunctionTLS::get_stack_at(0);
-  return device_context != nullptr && mode != nullptr &&
-         reinterpret_cast<PyObject*>(Py_TYPE(mode->ptr(getPyInterpreter()))) == device_context;
+  return mode != nullptr && reinterpret_cast<PyObject*>(Py_TYPE(mode->ptr(getPyInterpreter()))) == device_context;
 }
+
+// While alive, the top TorchFunctionMode (when `stash`) is off the stack, as torch keeps it while
+// the mode's __torch_function__ runs: Python code the dispatcher reaches during the call (a
+// TorchDispatchMode, a Python kernel) then sees no default device, as through torch.ops.
+class StashMode {
+ public:
+  explicit StashMode(bool stash) : stash_(stash) {
+    if (stash_) mode_ = at::impl::PythonTorchFunctionTLS::pop_stack();
+  }
+  ~StashMode() {
+    if (stash_) at::impl::PythonTorchFunctionTLS::push_onto_stack(mode_);
+  }
+  StashMode(const StashMode&) = delete;
+  StashMode& operator=(const StashMode&) = delete;
+
+ private:
+  bool stash_;
+  std::shared_ptr<c10::SafePyObject> mode_;
+};
 
 // *out = obj's value when obj is exactly True or False.
 bool as_bool(PyObject* obj, bool* out) {
@@ -113,6 +137,7 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
   at::Tensor X;
   {
+    const StashMode stash(at::impl::torch_function_mode_enabled());  // (then the mode is a DeviceContext)
     pybind11::gil_scoped_release no_gil;
     X = call_trsm(A, B, left, upper, c10::string_view(trans, static_cast<size_t>(trans_len)), unit, alpha);
   }

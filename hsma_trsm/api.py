@@ -48,7 +48,8 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     """
     if not _is_compiling():
         # The eager entry: the same op through a typed dispatcher call; None where torch.ops'
-        # path must run (subclasses, TorchFunctionModes, argument conversions, errors).
+        # path must run (subclasses, TorchFunctionModes other than torch's DeviceContext,
+        # argument conversions, errors).
         X = _C.trsm(A, B, left, upper, trans, unitriangular, alpha)
         if X is not None:
             return X

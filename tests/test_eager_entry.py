@@ -70,6 +70,18 @@ class _FunctionLog(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+class _DispatchDefaultDevice(TorchDispatchMode):
+    """Records the device a factory call gets inside each dispatched op."""
+
+    def __init__(self):
+        super().__init__()
+        self.devices = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.devices.append(torch.empty(()).device)
+        return func(*args, **(kwargs or {}))
+
+
 class _DispatchLog(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -197,6 +209,13 @@ def test_entry_with_torch_function_machinery(device):
             assert _C.trsm(A, B, True, False, "N", False, 1) is None
             assert torch.equal(hsma_trsm.trsm(A, B), Xop)
         assert any("hsma" in str(f) and "trsm" in str(f) for f in mode.seen), mode.seen
+    # The call runs with the DeviceContext off the stack, as inside its __torch_function__: Python
+    # code the dispatcher reaches (here a TorchDispatchMode) sees no default device, either path.
+    with torch.device("meta"):
+        with _DispatchDefaultDevice() as mode:
+            assert _C.trsm(A, B, True, False, "N", False, 1) is not None
+            torch.ops.hsma.trsm(A, B)
+    assert mode.devices and all(d == torch.device("cpu") for d in mode.devices), mode.devices
     assert torch._C._len_torch_function_stack() == 0  # (no default device set: None restores it)
     torch.set_default_device(device)
     try:

@@ -474,9 +474,9 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 
 # The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
 # M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
-# 32 lanes (1 or 2 rows per lane) or over 8 (complex batches; forced here with
-# HSMA_TRSM_SEGMENT_LANES). At 33-64 rows a column kernel thread holds the whole column in
-# registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
+# 32 lanes (1 or 2 rows per lane) or over 8 (complex batches, for complex types also at M = 48;
+# forced here with HSMA_TRSM_SEGMENT_LANES). At 33-64 rows a column kernel thread holds the whole
+# column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
 # through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).

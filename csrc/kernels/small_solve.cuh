@@ -21,8 +21,8 @@
 //    half is loaded, updated by the top half read back from X, and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
-//    complex batches beyond 32 rows (8-lane segments; some complex128 batches take the tile
-//    kernel instead; see launch_small_solve):
+//    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments; some
+//    complex128 batches take the tile kernel instead; see launch_small_solve):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
@@ -407,6 +407,7 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
                                                      int t, Barrier barrier) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
+  static_assert(kThreads >= M || M % kThreads == 0, "load_packed_triangle: whole rows per thread");
   const int m = static_cast<int>(p.m);
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   bool staged = false;
@@ -440,7 +441,8 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   if (!staged) {
     const unsigned um = m;
     stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
-      const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;  // (unsigned: shifts and masks)
+      // (unsigned: shifts and masks where M is a power of two)
+      const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
       dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
       fill = T(i == k ? 1 : 0);
       return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
@@ -467,6 +469,7 @@ template <typename T, int M, int kSeg, bool kExact>
 __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                    bool unit) {
   constexpr int kRows = M / kSeg;
+  static_assert(M % kSeg == 0, "substitute_segment: whole rows per lane");
   constexpr bool kRegisterReciprocals = kRows <= 2;
   T r[kRegisterReciprocals ? kRows : 1];
   if constexpr (kRegisterReciprocals) {
@@ -536,6 +539,7 @@ template <typename T, int M, int kSeg>
 __global__ void __launch_bounds__(kSmallThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
+  static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
   __shared__ T Ls[M * (M + 1) / 2];
   __shared__ T Rs[M];
   __shared__ int exact;
