@@ -70,25 +70,17 @@ class _FunctionLog(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _DispatchDefaultDevice(TorchDispatchMode):
-    """Records the device a factory call gets inside each dispatched op."""
-
-    def __init__(self):
-        super().__init__()
-        self.devices = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.devices.append(torch.empty(()).device)
-        return func(*args, **(kwargs or {}))
-
-
 class _DispatchLog(TorchDispatchMode):
+    """Records each dispatched op and the device a factory call gets inside it."""
+
     def __init__(self):
         super().__init__()
         self.seen = []
+        self.devices = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.seen.append(func)
+        self.devices.append(torch.empty(()).device)
         return func(*args, **(kwargs or {}))
 
 
@@ -212,7 +204,7 @@ def test_entry_with_torch_function_machinery(device):
     # The call runs with the DeviceContext off the stack, as inside its __torch_function__: Python
     # code the dispatcher reaches (here a TorchDispatchMode) sees no default device, either path.
     with torch.device("meta"):
-        with _DispatchDefaultDevice() as mode:
+        with _DispatchLog() as mode:
             assert _C.trsm(A, B, True, False, "N", False, 1) is not None
             torch.ops.hsma.trsm(A, B)
     assert mode.devices and all(d == torch.device("cpu") for d in mode.devices), mode.devices
