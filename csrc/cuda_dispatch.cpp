@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -156,31 +157,38 @@ SmallKernel small_kernel_choice() {
   return SmallKernel::kAuto;
 }
 
-// An ablation/test option: the environment variable `name` set to `first` or `second` gives that
+// An ablation/test option: the environment variable `name` set to one of `values` gives that
 // value; unset or empty gives 0 (the launcher's choice), anything else 0 and a warning (once per
 // variable).
-int two_way_choice(const char* name, int first, int second) {
+int option_choice(const char* name, std::initializer_list<int> values) {
   const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return 0;
   const std::string v(env);
-  if (v == std::to_string(first)) return first;
-  if (v == std::to_string(second)) return second;
+  std::string expected;
+  for (int value : values) {
+    if (v == std::to_string(value)) return value;
+    expected += (expected.empty() ? "" : ", ") + std::to_string(value);
+  }
   static std::mutex mutex;
   static std::vector<std::string> warned;
   const std::lock_guard<std::mutex> lock(mutex);
   if (std::find(warned.begin(), warned.end(), name) == warned.end()) {
     warned.emplace_back(name);
-    TORCH_WARN("hsma_trsm: ignoring ", name, "=", v, " (expected ", first, " or ", second, ")");
+    TORCH_WARN("hsma_trsm: ignoring ", name, "=", v, " (expected one of ", expected, ")");
   }
   return 0;
 }
 
 // HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
-int segment_lanes_choice() { return two_way_choice("HSMA_TRSM_SEGMENT_LANES", 8, 32); }
+int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8, 32}); }
+
+// HSMA_TRSM_SEGMENT_ROWS=1|2|4 forces the rows per lane of warp-wide (single-solve) segments: 1
+// strided, 2 or 4 contiguous (the blocked substitution; ablations, tests).
+int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2, 4}); }
 
 // HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
 // registers at 33-64 rows (32: the split kernel; ablations, tests).
-int column_rows_choice() { return two_way_choice("HSMA_TRSM_COLUMN_ROWS", 32, 64); }
+int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64}); }
 
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
@@ -232,6 +240,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   if (any_option_set()) {  // (else the defaults: the launcher's choices, cp.async)
     p.kernel = small_kernel_choice();
     p.segment_lanes = segment_lanes_choice();
+    p.segment_rows = segment_rows_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
   }

@@ -21,6 +21,7 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
+SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2", "auto+seg-rows4")  # HSMA_TRSM_SEGMENT_ROWS
 
 
 def cases(all_kernels):
@@ -36,6 +37,10 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for kernel in TILES:
             yield f"single m=64 n=4096 {d} {kernel}", d, (), 64, 4096, False, kernel
+        for rows in SEGMENT_ROWS:  # warp-wide segments, strided or blocked rows (single solves)
+            for m, n, unit in ((64, 64, False), (64, 64, True), (64, 1, False), (48, 64, False), (32, 64, False),
+                               (24, 16, False)):
+                yield f"single m={m} n={n}{' unit' if unit else ''} {d} {rows}", d, (), m, n, unit, rows
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
@@ -53,14 +58,15 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns) or a small kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
+    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments) or a small
+    kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
     for part in spec.split("+"):
@@ -70,6 +76,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part in ("rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
+        elif part.startswith("seg-rows"):
+            os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name

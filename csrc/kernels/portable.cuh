@@ -213,6 +213,23 @@ template <typename T> __device__ inline void copy_async(T* dst_shared, const T* 
   *dst_shared = *src_global;
 #endif
 }
+#if HSMA_ASYNC_COPY
+// Predicated copy_async: nothing when !pred; with pred, the element at src when `valid`, else
+// zero, written without reading src (cp.async's source size 0). No branch: a copy in unrolled
+// code whose predicates are known early is issued without waiting for them to be resolved.
+template <typename T> __device__ inline void copy_async_or_zero(T* dst_shared, const T* src_global, bool pred,
+                                                                bool valid) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "copy_async_or_zero: 4, 8 or 16 bytes");
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(dst_shared));
+  const int src_bytes = valid ? int(sizeof(T)) : 0;
+  if constexpr (sizeof(T) == 16)
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16, %3;\n}\n"
+                 ::"r"(dst), "l"(src_global), "r"(int(pred)), "r"(src_bytes) : "memory");
+  else
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.ca.shared.global [%0], [%1], %3, %4;\n}\n"
+                 ::"r"(dst), "l"(src_global), "r"(int(pred)), "n"(int(sizeof(T))), "r"(src_bytes) : "memory");
+}
+#endif
 // The same for 16 bytes (both addresses 16-byte aligned).
 __device__ inline void copy_async_16(void* dst_shared, const void* src_global) {
 #if HSMA_ASYNC_COPY

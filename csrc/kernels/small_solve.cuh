@@ -145,6 +145,30 @@ __device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const S
 // Start of column k of a lower triangle packed column by column (rows k..M-1 of column k).
 template <int M> __host__ __device__ constexpr int packed_start(int k) { return k * M - (k * (k - 1)) / 2; }
 
+// Where the segment kernels keep L(i, k) of an M x M lower triangle in shared memory, column by
+// column. The lanes of a segment own kRows rows of a column each. kRows = 1 (the strided
+// segments, whose lane l owns rows l + kSeg s: any kSeg): column k holds rows k..M-1, packed
+// (at(i, k) = packed_start(k) + i - k). kRows > 1 (blocked segments: lane p owns the contiguous
+// rows kRows p + s, s < kRows): column k holds, for each s, row kRows p + s of every lane p from
+// the one holding row k on, lane p's at offset p, so that the lanes of a segment read consecutive
+// words for one (k, s) (no bank conflicts); the rows above k in that first lane's block are never
+// read nor written.
+template <int M, int kRows>
+struct SegmentLayout {
+  static_assert(M % kRows == 0, "SegmentLayout: whole blocks of rows");
+  static constexpr int kLanes = M / kRows;
+  __host__ __device__ static constexpr int start(int k) {  // column k
+    const int q = k / kRows, t = k % kRows;
+    return kRows * kRows * (q * kLanes - q * (q - 1) / 2) + t * kRows * (kLanes - q);
+  }
+  static constexpr int kSize = start(M);
+  __host__ __device__ static constexpr int at(int i, int k) {
+    return start(k) + (i % kRows) * (kLanes - k / kRows) + (i / kRows - k / kRows);
+  }
+};
+static_assert(SegmentLayout<64, 1>::at(5, 3) == packed_start<64>(3) + 2 && SegmentLayout<64, 1>::kSize == 64 * 65 / 2,
+              "SegmentLayout: one row per lane is packed by columns");
+
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
 // M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
 // the split kernel's 16-byte types) only the lower triangle, packed row by row or column by column.
@@ -396,13 +420,15 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
 constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
 
 
-// Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, packed column by
-// column and padded to the identity up to M (column k holds rows k..M-1 at packed_start(k)), and
+// Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
+// as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
+// padded to the identity up to M, and
 // the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
 // needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
 // the dimension of L with the smaller stride (coalesced loads); barrier() synchronises the
 // kThreads threads, and the caller synchronises them again before reading Ls and Rs.
-template <typename T, int M, int kThreads, typename Barrier>
+template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
+          typename Barrier>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
                                                      int t, Barrier barrier) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
@@ -414,27 +440,38 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
 #if HSMA_ASYNC_COPY
   if (p.async_copy) {
     // cp.async: thread t keeps its fast index f (or kFast of them when kThreads < M; consecutive
-    // threads read consecutive addresses) and walks the slow index in steps of kSlowStep, its
-    // source pointer stepping by a constant: a few instructions per copy.
+    // threads read consecutive addresses) and walks the slow index in steps of kSlowStep (threads
+    // beyond kSlowStep * M idle), kStageUnroll steps unrolled: its source pointer steps by a
+    // constant, and every copy is predicated (the padding is a zero fill; the diagonal's ones are
+    // written with the pivots below), without branches. Unrolled (kernels whose registers are not
+    // capped for occupancy: single solves), the slots' offsets are constants where f is the
+    // column and the copies issue back to back.
     constexpr int kFast = kThreads < M ? M / kThreads : 1;
-    constexpr int kSlowStep = kThreads < M ? 1 : kThreads / M;  // (threads beyond kSlowStep * M idle)
+    constexpr int kSlowStep = kThreads < M ? 1 : kThreads / M;
+    constexpr int kSlowIters = (M + kSlowStep - 1) / kSlowStep;
     const int64_t fast_stride = k_fast ? p.l.col : p.l.row, slow_stride = k_fast ? p.l.row : p.l.col;
+    auto stage = [&](auto k_fast_c) {
+      constexpr bool kKFast = decltype(k_fast_c)::value;
 #pragma unroll
-    for (int c = 0; c < kFast; ++c) {
-      const int f = kThreads < M ? t + c * kThreads : t % M;
-      int sl = kThreads < M ? 0 : t < kSlowStep * M ? t / M : M;
-      const T* src = L + f * fast_stride + sl * slow_stride;
-#pragma unroll 1
-      for (; sl < M; sl += kSlowStep, src += kSlowStep * slow_stride) {
-        const int i = k_fast ? sl : f, k = k_fast ? f : sl;
-        if (i < k) continue;  // (the upper triangle is not stored)
-        T* dst = Ls + packed_start<M>(k) + (i - k);
-        if (i < m && k < m && (i > k || !p.unit))
-          copy_async(dst, src);
-        else
-          *dst = T(i == k ? 1 : 0);
+      for (int c = 0; c < kFast; ++c) {
+        const int f = kThreads < M ? t + c * kThreads : t % M;
+        const int sl0 = kThreads < M ? 0 : t / M;
+        const bool mine = kThreads < M || t < kSlowStep * M;
+        const T* src = L + f * fast_stride + sl0 * slow_stride;
+#pragma unroll kStageUnroll
+        for (int j = 0; j < kSlowIters; ++j, src += kSlowStep * slow_stride) {
+          const int sl = sl0 + j * kSlowStep;
+          const int i = kKFast ? sl : f, k = kKFast ? f : sl;
+          const bool store = mine && sl < M && i >= k;  // (the upper triangle is not stored)
+          const bool valid = i < m && k < m && (i > k || !p.unit);
+          copy_async_or_zero(Ls + (store ? Layout::at(i, k) : 0), valid ? src : L, store, valid);
+        }
       }
-    }
+    };
+    if (k_fast)
+      stage(std::true_type());
+    else
+      stage(std::false_type());
     staged = true;
   }
 #endif
@@ -443,20 +480,28 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
     stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
       // (unsigned: shifts and masks where M is a power of two)
       const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
-      dst = i >= k ? Ls + packed_start<M>(k) + (i - k) : nullptr;
+      dst = i >= k ? Ls + Layout::at(i, k) : nullptr;
       fill = T(i == k ? 1 : 0);
       return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
     });
   }
   copy_async_wait_all();
   barrier();
-  finish_pivots(Ls, p.conj ? M * (M + 1) / 2 : 0, M, p, t, kThreads,
+  finish_pivots(Ls, p.conj ? Layout::kSize : 0, M, p, t, kThreads,
                 [&](int k, T*& rcp_slot, int*& flag) -> const T* {
                   rcp_slot = Rs + k;
                   flag = exact;
-                  return Ls + packed_start<M>(k);
+                  T* diag = Ls + Layout::at(k, k);
+                  if (p.unit || k >= m) *diag = T(1);  // (cp.async staged a zero; never read when unit)
+                  return diag;
                 },
                 barrier);
+}
+
+// Row of a column that lane `lane` of a kSeg-lane segment holds in its slot s: strided
+// (lane + kSeg s) or blocked (kRows lane + s, kRows = M / kSeg).
+template <int M, int kSeg, bool kBlocked> __device__ __forceinline__ int segment_row(int lane, int s) {
+  return kBlocked ? lane * (M / kSeg) + s : lane + s * kSeg;
 }
 
 // Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
@@ -501,20 +546,82 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
   }
 }
 
-// One column of a segment: substitutes b (the lane's rows of column j, loaded) and writes the
-// solved rows to X, if the column is one of the task's (j_active).
-template <typename T, int M, int kSeg>
+// Blocked segment substitution of one column over kSeg lanes: lane p owns the contiguous rows
+// kRows p + s (s < kRows = M / kSeg) in b, L is in SegmentLayout<M, kRows>. One block of rows (one
+// lane's) per step q: every lane substitutes its own rows against L's diagonal block q (one
+// instruction stream; only lane q's result is used, and kept), kRows shuffles broadcast lane q's
+// solved rows, and every lane updates its rows with the block L(rows of the lane, rows of q). The
+// update is meaningful for the lanes p > q only; the others are done (lane q) or have been
+// (p < q), and update their dead rows with whatever they read, so that the update needs no
+// branch and its loads are issued ahead of the shuffles. Each row subtracts L(i, k) x_k in
+// increasing k, and x_i is the same product by the pivot's reciprocal (or division), as in
+// substitute_segment: the same results, with one shuffle latency per kRows rows on the
+// dependent chain instead of one per row (a single solve is that chain).
+template <typename T, int M, int kSeg, bool kExact, bool kUnit>
+__device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
+  constexpr int kRows = M / kSeg;
+  using Layout = SegmentLayout<M, kRows>;
+  T r[kRows];     // the reciprocals of my rows' pivots
+  T done[kRows];  // my rows, solved at my step
+#pragma unroll
+  for (int s = 0; s < kRows; ++s) r[s] = kUnit ? T(1) : Rs[lane * kRows + s];
+#pragma unroll
+  for (int q = 0; q < kSeg; ++q) {
+    const int k0 = q * kRows;
+    // Lq[at(k0 + s, k)] = L(kRows lane + s, k) for k in block q (lanes up to q: lane q's slots).
+    const T* Lq = Ls + (lane > q ? lane - q : 0);
+    T x[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+      T v = b[s];
+#pragma unroll
+      for (int t = 0; t < s; ++t) v = fms(v, Ls[Layout::at(k0 + s, k0 + t)], x[t]);
+      if constexpr (kExact)
+        v = divide_by_pivot(v, Ls[Layout::at(k0 + s, k0 + s)], Rs[k0 + s]);  // (block q's pivots: uniform)
+      else if constexpr (!kUnit)
+        v = v * r[s];
+      x[s] = v;
+    }
+    if (lane == q) {
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) done[s] = x[s];
+    }
+    T xq[kRows];
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) xq[t] = shfl(x[t], q, kSeg);
+#pragma unroll
+    for (int t = 0; t < kRows; ++t)
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) b[s] = fms(b[s], Lq[Layout::at(k0 + s, k0 + t)], xq[t]);
+  }
+#pragma unroll
+  for (int s = 0; s < kRows; ++s) b[s] = done[s];
+}
+
+// One column of a segment: substitutes b (the lane's rows of column j, loaded; kBlocked: the
+// blocked substitution) and writes the solved rows to X, if the column is one of the task's
+// (j_active).
+template <typename T, int M, int kSeg, bool kBlocked>
 __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
                                                        bool j_active) {
-  if (exact)
-    substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
-  else
-    substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
+  if constexpr (kBlocked) {
+    if (exact)
+      substitute_segment_blocked<T, M, kSeg, true, false>(b, Ls, Rs, lane);  // (never with a unit diagonal)
+    else if (p.unit)
+      substitute_segment_blocked<T, M, kSeg, false, true>(b, Ls, Rs, lane);
+    else
+      substitute_segment_blocked<T, M, kSeg, false, false>(b, Ls, Rs, lane);
+  } else {
+    if (exact)
+      substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
+    else
+      substitute_segment<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
+  }
   const int m = static_cast<int>(p.m);
 #pragma unroll
   for (int s = 0; s < M / kSeg; ++s) {
-    const int row = lane + s * kSeg;
+    const int row = segment_row<M, kSeg, kBlocked>(lane, s);
     if (j_active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
   }
 }
@@ -524,28 +631,31 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
 // and 3 (80 registers, a few spilled) for complex128. Left to ptxas, batch 4096 of 64x64 complex64
 // got 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a time): 383.7 us
 // against 306.2 with 4 blocks; complex128 599.6 against 578.9 with 3 (4 spilled more and lost).
-template <typename T, int kSeg> constexpr int segment_min_blocks() {
+template <typename T, int kSeg> __host__ __device__ constexpr int segment_min_blocks() {
   return kSeg != 8 ? 1 : sizeof(T) >= 16 ? 3 : 4;
 }
 
-// Segment kernel: a thread block takes one (batch entry, column tile) task at a time; the whole
-// block loads the triangle into shared memory (packed by columns), then each kSeg-lane segment
-// solves columns of the tile (kSmallThreads / kSeg columns per pass). kSeg = 32 spreads a column
-// over a warp (single solves: the shortest chain per step); narrower segments keep M / kSeg rows
-// per lane in registers for batches whose columns would not fit one thread's registers (the
-// column kernel's limit) at a fraction of the warp-wide segment's instructions per step. The
-// first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
-template <typename T, int M, int kSeg>
-__global__ void __launch_bounds__(kSmallThreads, (segment_min_blocks<T, kSeg>()))
+// Segment kernel: a thread block of kThreads takes one (batch entry, column tile) task at a time;
+// the whole block loads the triangle into shared memory (by columns, SegmentLayout), then each
+// kSeg-lane segment solves columns of the tile (kThreads / kSeg columns per pass). Strided
+// segments (kBlocked false): kSeg = 32 spreads a column over a warp, one row per step; narrower
+// segments keep M / kSeg rows per lane in registers for batches whose columns would not fit one
+// thread's registers (the column kernel's limit) at a fraction of the warp-wide segment's
+// instructions per step. Blocked segments (kBlocked: single solves, where the chain of dependent
+// steps is the time) solve a lane's M / kSeg contiguous rows per step (substitute_segment_blocked).
+// The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads>
+__global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
-  __shared__ T Ls[M * (M + 1) / 2];
+  using Layout = SegmentLayout<M, kBlocked ? kRows : 1>;
+  __shared__ T Ls[Layout::kSize];
   __shared__ T Rs[M];
   __shared__ int exact;
   const int m = static_cast<int>(p.m);
   const int tid = static_cast<int>(threadIdx.x);
-  const int nseg = kSmallThreads / kSeg;
+  const int nseg = kThreads / kSeg;
   const int seg = tid / kSeg, lane = tid % kSeg;
   const int64_t ntasks = p.batch * ntiles;
 
@@ -561,7 +671,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     auto load_rhs = [&](int64_t j) {
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
-        const int row = lane + s * kSeg;
+        const int row = segment_row<M, kSeg, kBlocked>(lane, s);
         b[s] = (j < j_end && row < m) ? B[row * p.b.row + j * p.b.col] : T(0);  // alpha: at the solve
       }
     };
@@ -570,7 +680,10 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
-    load_packed_triangle<T, M, kSmallThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    // (the staging unrolled where the registers are not capped: single solves)
+    constexpr int kStageUnroll = segment_min_blocks<T, kSeg>() == 1 ? 16 : 1;
+    load_packed_triangle<T, M, kThreads, Layout, kStageUnroll>(Ls, Rs, &exact, p.L + off[0], p, tid,
+                                                               [] { __syncthreads(); });
     __syncthreads();
     const bool exact_task = exact != 0;
 
@@ -579,7 +692,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
       if (j0 != j_begin) load_rhs(j);
 #pragma unroll
       for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
-      solve_and_store_column<T, M, kSeg>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
+      solve_and_store_column<T, M, kSeg, kBlocked>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
@@ -626,7 +739,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
         const int row = lane + s * kSegment;
         b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
-      solve_and_store_column<T, M, kSegment>(b, Ls, Rs, lane, exact_task, p, X, j, true);
+      solve_and_store_column<T, M, kSegment, false>(b, Ls, Rs, lane, exact_task, p, X, j, true);
     }
   }
 }
@@ -640,9 +753,9 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M, int kSeg>
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const int nseg = kSmallThreads / kSeg;
+  const int nseg = kThreads / kSeg;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
@@ -653,7 +766,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg><<<grid, kSmallThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads><<<grid, kThreads, 0, stream>>>(p, tile_cols, ntiles);
   return hsmaGetLastError();
 }
 
@@ -827,11 +940,20 @@ constexpr bool kNarrowSegments = false;
 constexpr bool kNarrowSegments = true;
 #endif
 
+// Threads per block of the blocked segment kernel (single solves: a few columns per block, so
+// that the blocks spread over more multiprocessors and a scheduler issues for one warp).
+constexpr int kBlockedThreads = 128;
+
+// The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
+// with `rows` contiguous rows per lane when rows > 1 (M / rows lanes per column).
 template <typename T, int M>
-hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes) {
+hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
+                            int rows) {
   if constexpr (kNarrowSegments) {
     if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
   }
+  if (rows == 2) return launch_segments<T, M, M / 2, true, kBlockedThreads>(p, dev, stream);
+  if (rows == 4) return launch_segments<T, M, M / 4, true, kBlockedThreads>(p, dev, stream);
   return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
@@ -917,12 +1039,14 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // column (8 runs as 32 where 8-lane segments are not built: AMD).
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
-  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes);
+  // Blocked rows (HSMA_TRSM_SEGMENT_ROWS: p.segment_rows) for warp-wide segments only.
+  const int rows = lanes == kSegment && p.segment_rows > 1 ? p.segment_rows : 1;
+  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes, rows);
   // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
   // 64 would do 1.8x the work: batch 4096 of 48x48 complex128 515 us padded, 350 at 48 rows).
   if constexpr (kNarrowSegments && kComplex) {
     if (p.m <= 48 && lanes == kNarrowSegment) return launch_segments<T, 48, kNarrowSegment>(p, dev, stream);
   }
-  return launch_segments<T, 64>(p, dev, stream, lanes);
+  return launch_segments<T, 64>(p, dev, stream, lanes, rows);
 }
 }  // namespace hsma
