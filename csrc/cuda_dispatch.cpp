@@ -182,9 +182,10 @@ int option_choice(const char* name, std::initializer_list<int> values) {
 // HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
 int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8, 32}); }
 
-// HSMA_TRSM_SEGMENT_ROWS=1|2|4 forces the rows per lane of warp-wide (single-solve) segments: 1
-// strided, 2 or 4 contiguous (the blocked substitution; ablations, tests).
-int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2, 4}); }
+// HSMA_TRSM_SEGMENT_ROWS=1|2 forces how warp-wide (single-solve) segments hold a column's rows: 1
+// strided (one row per lane and step), 2 contiguous rows per lane (the blocked substitution;
+// ablations, tests).
+int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2}); }
 
 // HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
 // registers at 33-64 rows (32: the split kernel; ablations, tests).

@@ -21,7 +21,7 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
-SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2", "auto+seg-rows4")  # HSMA_TRSM_SEGMENT_ROWS
+SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
 
 
 def cases(all_kernels):

@@ -114,12 +114,12 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 41, 57, 64])
-@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "segments+seg-rows2", "segments+seg-rows4"])
+@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "segments+seg-rows1", "segments+seg-rows2"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
     (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build) and the tile kernel (33-64
-    rows; k = 29 takes another kernel), and warp-wide segments with blocked rows
-    (HSMA_TRSM_SEGMENT_ROWS, 2 or 4 contiguous rows per lane), divide where a reciprocal would
+    rows; k = 29 takes another kernel), and warp-wide segments with strided or blocked rows
+    (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane), divide where a reciprocal would
     not do."""
     kernel, *options = kernel.split("+")
     name, _, lanes = kernel.partition(":")
@@ -294,10 +294,10 @@ SWEEP = [
     pytest.param(45, (40,), 64, True, True, "T", False, torch.complex128, {}, id="small-narrow-segments-48-c128"),
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
-    pytest.param(61, (), 11, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SEGMENT_ROWS": "4"},
+    pytest.param(61, (), 11, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments"},
                  id="small-blocked-segments-c128"),
-    pytest.param(27, (2,), 3, False, True, "T", True, torch.float32, {"HSMA_TRSM_SEGMENT_ROWS": "2"},
-                 id="small-blocked-segments-f32"),
+    pytest.param(27, (2,), 3, False, True, "T", True, torch.float32, {"HSMA_TRSM_SEGMENT_ROWS": "1"},
+                 id="small-strided-segments-f32"),
     pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",
                  "HSMA_TRSM_ASYNC_COPY": "0"}, id="small-columns-register-staging"),
     pytest.param(64, (3,), 70, False, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "columns"},

@@ -475,9 +475,9 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
 # M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches, for complex types also at M = 48;
-# forced here with HSMA_TRSM_SEGMENT_LANES); warp-wide segments hold their rows strided, or in
-# contiguous blocks of 2 or 4 per lane ("+seg-rows2", "+seg-rows4": HSMA_TRSM_SEGMENT_ROWS, the
-# blocked substitution of single solves). At 33-64 rows a column kernel thread holds the whole
+# forced here with HSMA_TRSM_SEGMENT_LANES); warp-wide segments hold two contiguous rows per lane
+# (the blocked substitution; "+seg-rows2" forces it with HSMA_TRSM_SEGMENT_ROWS) or, forced with
+# "+seg-rows1", one row per lane and step (strided). At 33-64 rows a column kernel thread holds the whole
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
@@ -490,9 +490,10 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments+seg-rows1",
-                                    "segments+seg-rows2", "segments+seg-rows4", "segments:8", "warps", "pipeline",
+                                    "segments+seg-rows2", "segments:8", "warps", "pipeline",
                                     "tiles", "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
-                                    "segments+seg-rows4+sync-copy", "warps+sync-copy", "tiles+sync-copy"])
+                                    "segments+seg-rows2+sync-copy", "segments+seg-rows1+sync-copy",
+                                    "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
@@ -501,7 +502,7 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
     if "rows32" in options:  # the split column kernel at 33-64 rows (HSMA_TRSM_COLUMN_ROWS)
         monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", "32")
-    for rows in ("1", "2", "4"):  # rows per lane of warp-wide segments (HSMA_TRSM_SEGMENT_ROWS)
+    for rows in ("1", "2"):  # rows per lane of warp-wide segments (HSMA_TRSM_SEGMENT_ROWS)
         if f"seg-rows{rows}" in options:
             monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
     if kernel != "auto":

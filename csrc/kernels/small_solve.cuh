@@ -29,11 +29,12 @@
 //     identity up to a compile-time M in {32, 64} (also 48 for 8-lane segments): column k holds
 //     rows k..M-1, so lanes reading L(i, k) for consecutive i hit consecutive words and a 64x64
 //     complex128 triangle needs 33 KB;
-//   - a 32-lane segment owns one column of B, lane l holding rows l and l + 32 in registers, with
-//     the reciprocals of those rows' pivots;
-//   - column-oriented forward substitution, unrolled over M: at step k the lane holding row k
-//     scales it, a shuffle broadcasts x_k, and every lane updates its rows below k. No
-//     __syncthreads and no shared-memory access on the dependent chain.
+//   - a warp-wide segment owns one column of B: for a single solve M / 2 lanes, lane l holding the
+//     rows 2l and 2l + 1 in registers (blocked rows), with the reciprocals of those rows' pivots;
+//     strided on request or on AMD (32 lanes, lane l holding rows l and l + 32);
+//   - column-oriented forward substitution, unrolled over M: at each step the lane holding the
+//     next rows (blocked: two) solves them, shuffles broadcast them, and every lane updates its rows
+//     below. No __syncthreads and no shared-memory access on the dependent chain.
 //
 // All take the division off the critical path: each pivot's reciprocal is computed once per
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
@@ -944,16 +945,23 @@ constexpr bool kNarrowSegments = true;
 // that the blocks spread over more multiprocessors and a scheduler issues for one warp).
 constexpr int kBlockedThreads = 128;
 
+// Rows per lane of warp-wide segments unless forced (HSMA_TRSM_SEGMENT_ROWS): 2 contiguous rows
+// (the blocked substitution, M / 2 lanes per column). On the H200 (scripts/profile_cases.py,
+// single solves, kernel time) it beat strided rows at every order and dtype measured, e.g. at
+// m = n = 64 float32 3.87 vs 5.14 us, float64 4.17 vs 5.90, complex64 4.91 vs 6.32, complex128
+// 6.87 vs 8.33; 4 rows per lane (16 lanes) lost to 2 (4.16 / 5.07 / 6.34 / 9.35). Not measured on
+// AMD, which keeps strided rows.
+constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
+
 // The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
-// with `rows` contiguous rows per lane when rows > 1 (M / rows lanes per column).
+// with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), else strided.
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
                             int rows) {
   if constexpr (kNarrowSegments) {
     if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
   }
-  if (rows == 2) return launch_segments<T, M, M / 2, true, kBlockedThreads>(p, dev, stream);
-  if (rows == 4) return launch_segments<T, M, M / 4, true, kBlockedThreads>(p, dev, stream);
+  if (lanes == kSegment && rows == 2) return launch_segments<T, M, M / 2, true, kBlockedThreads>(p, dev, stream);
   return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
@@ -1039,8 +1047,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // column (8 runs as 32 where 8-lane segments are not built: AMD).
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
-  // Blocked rows (HSMA_TRSM_SEGMENT_ROWS: p.segment_rows) for warp-wide segments only.
-  const int rows = lanes == kSegment && p.segment_rows > 1 ? p.segment_rows : 1;
+  const int rows = p.segment_rows ? p.segment_rows : kBlockedRows;  // (warp-wide segments only)
   if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes, rows);
   // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
   // 64 would do 1.8x the work: batch 4096 of 48x48 complex128 515 us padded, 350 at 48 rows).

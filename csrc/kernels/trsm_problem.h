@@ -67,7 +67,7 @@ struct SolveProblem {
   T alpha = T(1);
   SmallKernel kernel = SmallKernel::kAuto;
   int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
-  int segment_rows = 0;   // contiguous rows per lane of warp-wide segments (1: strided, 2 or 4: blocked); 0: the launcher's choice
+  int segment_rows = 0;   // rows per lane of warp-wide segments (1: strided, 2: blocked); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
 };
