@@ -179,10 +179,11 @@ int option_choice(const char* name, std::initializer_list<int> values) {
   return 0;
 }
 
-// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests).
+// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests; 32:
+// "warp-wide" segments, which with blocked rows use M / 2 lanes).
 int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8, 32}); }
 
-// HSMA_TRSM_SEGMENT_ROWS=1|2 forces how warp-wide (single-solve) segments hold a column's rows: 1
+// HSMA_TRSM_SEGMENT_ROWS=1|2 forces how warp-wide (few-column) segments hold a column's rows: 1
 // strided (one row per lane and step), 2 contiguous rows per lane (the blocked substitution;
 // ablations, tests).
 int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2}); }

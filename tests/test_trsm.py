@@ -519,6 +519,26 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+def test_blocked_segments_match_strided(device, dtype, monkeypatch, gen):
+    """Warp-wide segments with two contiguous rows per lane (HSMA_TRSM_SEGMENT_ROWS=2, CUDA's
+    default) run the operations of one row per lane (=1) in the same order: for real types the
+    results are bitwise the same (complex ones may differ in the last bit: the compiler fuses the
+    complex products differently)."""
+    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    for i, k in enumerate([1, 17, 31, 32, 33, 48, 57, 64]):
+        left, upper, trans, unit = PAIRWISE_VARIANTS[i % len(PAIRWISE_VARIANTS)]
+        A = make_triangular(k, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+        B = make_rhs(b_shape(k, 5, left=left), dtype=dtype, device=device, gen=gen)
+        X = []
+        for rows in ("1", "2"):
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
+            X.append(call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit,
+                                    alpha=default_alpha(dtype)))
+        assert torch.equal(X[0], X[1]), f"k={k}: blocked and strided rows differ"
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,a_batch,b_batch", [(5, (65537,), (65537,)), (64, (), (65537,)), (3, (65537,), ())],
                          ids=["both", "A-broadcast", "B-broadcast"])

@@ -25,13 +25,13 @@
 //    complex128 batches take the tile kernel instead; see launch_small_solve):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
-//   - L's lower triangle is stored packed, column by column, in shared memory, padded to the
-//     identity up to a compile-time M in {32, 64} (also 48 for 8-lane segments): column k holds
-//     rows k..M-1, so lanes reading L(i, k) for consecutive i hit consecutive words and a 64x64
-//     complex128 triangle needs 33 KB;
-//   - a warp-wide segment owns one column of B: for a single solve M / 2 lanes, lane l holding the
-//     rows 2l and 2l + 1 in registers (blocked rows), with the reciprocals of those rows' pivots;
-//     strided on request or on AMD (32 lanes, lane l holding rows l and l + 32);
+//   - L's lower triangle is stored column by column in shared memory (SegmentLayout), padded to
+//     the identity up to a compile-time M in {32, 64} (also 48 for 8-lane segments), so that lanes
+//     reading one column's rows hit consecutive words; a 64x64 complex128 triangle needs 33-34 KB;
+//   - a "warp-wide" segment (the launcher's 32 lanes: single solves and other few-column cases)
+//     owns one column of B: on CUDA M / 2 lanes, lane l holding the rows 2l and 2l + 1 in registers
+//     (blocked rows), with the reciprocals of those rows' pivots; strided on request or on AMD
+//     (32 lanes, lane l holding row l and, at M = 64, row l + 32);
 //   - column-oriented forward substitution, unrolled over M: at each step the lane holding the
 //     next rows (blocked: two) solves them, shuffles broadcast them, and every lane updates its rows
 //     below. No __syncthreads and no shared-memory access on the dependent chain.
@@ -120,8 +120,10 @@ __device__ __forceinline__ void stage_triangle(bool async, unsigned first, unsig
 }
 
 // After a triangle's staged copies have landed: conjugates its n staged elements (when p.conj;
-// followed by a barrier), then stores each pivot's reciprocal (1 for a unit diagonal) at
-// pivot(k) + rcp_offset and sets *exact when one needs a true division (see pivot_reciprocal).
+// followed by a barrier), then, for each pivot d, calls pivot(d, rcp_slot, flag) (which returns the
+// pivot's address, and may first write it: see load_packed_triangle), stores the pivot's
+// reciprocal (1 for a unit diagonal) in *rcp_slot and sets *flag when it needs a true division
+// (see pivot_reciprocal).
 template <typename T, typename Pivot, typename Barrier>
 __device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const SolveProblem<T>& p, int t,
                                               int nthreads, Pivot pivot, Barrier barrier) {
@@ -152,8 +154,9 @@ template <int M> __host__ __device__ constexpr int packed_start(int k) { return 
 // (at(i, k) = packed_start(k) + i - k). kRows > 1 (blocked segments: lane p owns the contiguous
 // rows kRows p + s, s < kRows): column k holds, for each s, row kRows p + s of every lane p from
 // the one holding row k on, lane p's at offset p, so that the lanes of a segment read consecutive
-// words for one (k, s) (no bank conflicts); the rows above k in that first lane's block are never
-// read nor written.
+// words for one (k, s) (no bank conflicts); the slots of the rows above k in that first lane's
+// block are never written, and read only into results that are thrown away (see
+// substitute_segment_blocked).
 template <int M, int kRows>
 struct SegmentLayout {
   static_assert(M % kRows == 0, "SegmentLayout: whole blocks of rows");
@@ -418,7 +421,9 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
-constexpr int kSegment = 32;  // lanes per column of a single solve (also on 64-wide wavefronts)
+// Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;
+// also on 64-wide wavefronts); blocked rows use M / 2 of them (kBlockedRows).
+constexpr int kSegment = 32;
 
 
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
@@ -508,7 +513,7 @@ template <int M, int kSeg, bool kBlocked> __device__ __forceinline__ int segment
 // Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
 // (s < M / kSeg) in b. At step k the lane owning row k scales it by the pivot's reciprocal, a
 // shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows below k with
-// L(:, k) from the packed triangle. With one or two rows per lane (kSeg = 32: a single solve) the
+// L(:, k) from the packed triangle. With one or two rows per lane (kSeg = 32: strided few-column solves) the
 // reciprocals sit in registers, so no memory access is on the dependent chain; with more rows per
 // lane (narrow segments, for batches) each step reads Rs[k], an address known in advance.
 template <typename T, int M, int kSeg, bool kExact>
@@ -556,8 +561,10 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 // (p < q), and update their dead rows with whatever they read, so that the update needs no
 // branch and its loads are issued ahead of the shuffles. Each row subtracts L(i, k) x_k in
 // increasing k, and x_i is the same product by the pivot's reciprocal (or division), as in
-// substitute_segment: the same results, with one shuffle latency per kRows rows on the
-// dependent chain instead of one per row (a single solve is that chain).
+// substitute_segment: the same operations in the same order, with one shuffle latency per kRows
+// rows on the dependent chain instead of one per row (a single solve is that chain). Real types
+// give bitwise the results of substitute_segment (H200); complex ones can differ in the last bit
+// at M = 32, where the compiler fuses the complex products' multiply-adds differently.
 template <typename T, int M, int kSeg, bool kExact, bool kUnit>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
@@ -642,14 +649,16 @@ template <typename T, int kSeg> __host__ __device__ constexpr int segment_min_bl
 // segments (kBlocked false): kSeg = 32 spreads a column over a warp, one row per step; narrower
 // segments keep M / kSeg rows per lane in registers for batches whose columns would not fit one
 // thread's registers (the column kernel's limit) at a fraction of the warp-wide segment's
-// instructions per step. Blocked segments (kBlocked: single solves, where the chain of dependent
-// steps is the time) solve a lane's M / kSeg contiguous rows per step (substitute_segment_blocked).
+// instructions per step. Blocked segments (kBlocked: the warp-wide segments' default on CUDA,
+// single solves, where the chain of dependent steps is the time) solve a lane's M / kSeg
+// contiguous rows per step (substitute_segment_blocked).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads>
 __global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
+  static_assert((kSeg & (kSeg - 1)) == 0, "small_solve_segments_kernel: a power-of-two segment (shuffle width)");
   using Layout = SegmentLayout<M, kBlocked ? kRows : 1>;
   __shared__ T Ls[Layout::kSize];
   __shared__ T Rs[M];
@@ -681,7 +690,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
-    // (the staging unrolled where the registers are not capped: single solves)
+    // (the staging unrolled where the registers are not capped: warp-wide segments)
     constexpr int kStageUnroll = segment_min_blocks<T, kSeg>() == 1 ? 16 : 1;
     load_packed_triangle<T, M, kThreads, Layout, kStageUnroll>(Ls, Rs, &exact, p.L + off[0], p, tid,
                                                                [] { __syncthreads(); });
@@ -776,8 +785,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add and
 // broadcasts every x_k with a shuffle).
 //   - A thread block takes one (batch entry, column tile) task at a time (grid-stride loop); the
-//     whole block loads the triangle, packed by columns and padded to 64 rows, as the segment
-//     kernel does.
+//     whole block loads the triangle, packed by columns and padded to 64 rows, as the strided
+//     segment kernel does.
 //   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all rows: lane
 //     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, r0 + 32, r0 + 48 (its "slots") of
 //     the columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
@@ -941,7 +950,7 @@ constexpr bool kNarrowSegments = false;
 constexpr bool kNarrowSegments = true;
 #endif
 
-// Threads per block of the blocked segment kernel (single solves: a few columns per block, so
+// Threads per block of the blocked segment kernel (few-column solves: a few columns per block, so
 // that the blocks spread over more multiprocessors and a scheduler issues for one warp).
 constexpr int kBlockedThreads = 128;
 
@@ -950,7 +959,9 @@ constexpr int kBlockedThreads = 128;
 // single solves, kernel time) it beat strided rows at every order and dtype measured, e.g. at
 // m = n = 64 float32 3.87 vs 5.14 us, float64 4.17 vs 5.90, complex64 4.91 vs 6.32, complex128
 // 6.87 vs 8.33; 4 rows per lane (16 lanes) lost to 2 (4.16 / 5.07 / 6.34 / 9.35). Not measured on
-// AMD, which keeps strided rows.
+// AMD, which keeps strided rows. Besides single solves this covers the other few-column cases the
+// launcher gives warp-wide segments (batch * n <= kFewColumns; batches of one or two 8- or 16-byte
+// columns below the warp-task threshold), timed there only through the test suite's runs.
 constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
 
 // The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
