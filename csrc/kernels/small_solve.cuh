@@ -173,29 +173,9 @@ struct SegmentLayout {
 static_assert(SegmentLayout<64, 1>::at(5, 3) == packed_start<64>(3) + 2 && SegmentLayout<64, 1>::kSize == 64 * 65 / 2,
               "SegmentLayout: one row per lane is packed by columns");
 
-// Where the strided segment kernel keeps L(i, k) of an M x M lower triangle for paired steps
-// (substitute_segment_paired): columns in pairs (k0, k0 + 1), k0 even; pair k0 / 2 holds, for each
-// row i >= k0 in turn, L(i, k0) and L(i, k0 + 1) side by side, so that one 2-element load brings a
-// row's entries of both columns, and the lanes of a segment read consecutive pairs. The slot of
-// L(k0, k0 + 1) (upper triangle) is never written nor read.
-template <int M>
-struct PairedLayout {
-  static_assert(M % 2 == 0, "PairedLayout: whole pairs of columns");
-  __host__ __device__ static constexpr int start(int p) { return 2 * p * M - 2 * p * (p - 1); }  // pair p
-  static constexpr int kSize = start(M / 2);
-  __host__ __device__ static constexpr int at(int i, int k) { return start(k / 2) + 2 * (i - (k / 2) * 2) + k % 2; }
-};
-static_assert(PairedLayout<64>::kSize == 64 * 64 / 2 + 64 && PairedLayout<64>::at(63, 63) == PairedLayout<64>::kSize - 1,
-              "PairedLayout: M * M / 2 + M slots, the last one L(M - 1, M - 1)");
-
-// Two elements of T read as one (a 16-byte load for 8-byte types).
-template <typename T> struct alignas(2 * sizeof(T)) PairOf {
-  T lo, hi;
-};
-
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
 // M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
-// the split kernel's complex types) only the lower triangle, packed row by row or column by column.
+// the split kernel's 16-byte types) only the lower triangle, packed row by row or column by column.
 template <int M, bool kRowMajor, bool kPacked>
 struct ColumnLayout {
   static constexpr int kTriangle = kPacked ? M * (M + 1) / 2 : M * M;
@@ -282,17 +262,11 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
 // and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
-// Whether the column kernel packs its triangles (ColumnLayout): the split kernel's complex types
-// (their squares would cost twice the shared memory of a triangle, and so half the resident groups).
-template <typename T, int M, int H> __host__ __device__ constexpr bool column_packed() {
-  return H < M && (sizeof(T) >= 16 || std::is_same_v<T, complex<float>>);
-}
-
 template <typename T, int M, int H, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
-  constexpr bool kPacked = column_packed<T, M, H>();
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;
   using Layout = ColumnLayout<M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
@@ -341,11 +315,12 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
 
     // Element e of the groups' squares: consecutive e are consecutive in L's layout.
     const unsigned total = nvalid * M * M, um = m;
-    constexpr unsigned kVec = 16 / sizeof(T);
-    if (kRowMajor && (!kPacked || kVec == 1) && vector_rows) {
+    if (kRowMajor && vector_rows) {
       // L's rows contiguous and 16-byte aligned, m = M (see launch_columns): 16-byte copies of the
       // pieces of rows that reach the triangle (the unused triangle and a unit diagonal they also
-      // bring along are never read; with a packed layout only where a piece is one element).
+      // bring along are never read; with a packed layout a piece is one element).
+      constexpr unsigned kVec = 16 / sizeof(T);
+      static_assert(!kPacked || kVec == 1, "small_solve_columns_kernel: 16-byte pieces of packed rows");
       for (unsigned c = tid; c < total / kVec; c += nthreads) {
         const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
         if (k <= i) copy_async_16(smem + gg * kGroupElems + Layout::at(i, k), p.L + l_off[gg] + i * p.l.row + k);
@@ -412,7 +387,7 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   while (tc > kMinTileColumns && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
-  constexpr bool kPacked = column_packed<T, M, H>();
+  constexpr bool kPacked = H < M && sizeof(T) >= 16;  // (as in small_solve_columns_kernel)
   const int64_t group_bytes = int64_t(ColumnLayout<M, true, kPacked>::kTriangle + M) * sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
@@ -434,8 +409,8 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
   // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
   constexpr int64_t kVec = 16 / sizeof(T);
-  bool vector_rows = !HSMA_HIP && (!kPacked || kVec == 1) && p.async_copy && row_major && p.l.col == 1 &&
-                     p.m == M && p.l.row % kVec == 0 && reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
+  bool vector_rows = !HSMA_HIP && p.async_copy && row_major && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
+                     reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
@@ -449,9 +424,6 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
 // Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;
 // also on 64-wide wavefronts); blocked rows use M / 2 of them (kBlockedRows).
 constexpr int kSegment = 32;
-// Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
-// batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
-constexpr int kNarrowSegment = 8;
 
 
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
@@ -580,53 +552,6 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
   }
 }
 
-// substitute_segment two steps at a time (kSeg even, so rows k0 and k0 + 1, k0 even, are held by
-// neighbouring lanes src, src + 1 in the same slot; L in PairedLayout<M>): lane src solves x_k0, a
-// shuffle broadcasts it, lane src + 1 updates its row k0 + 1 with it and solves x_k0+1, a shuffle
-// broadcasts that, and every lane updates its rows below k0 + 1 with both, L(i, k0) and
-// L(i, k0 + 1) read by one load (and both pivots' reciprocals by another). Each row subtracts
-// L(i, k) x_k in increasing k as in substitute_segment, so the operations are the same; half the
-// shared-memory loads, which bound the 8-lane segments' batches (Nsight Compute: L1 / shared
-// memory the busiest unit).
-template <typename T, int M, int kSeg, bool kExact>
-__device__ __forceinline__ void substitute_segment_paired(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
-                                                          bool unit) {
-  constexpr int kRows = M / kSeg;
-  using Layout = PairedLayout<M>;
-  static_assert(M % kSeg == 0 && kSeg % 2 == 0, "substitute_segment_paired: whole pairs of rows per slot");
-#pragma unroll
-  for (int k0 = 0; k0 < M; k0 += 2) {
-    const int s = k0 / kSeg, src = k0 % kSeg;
-    const PairOf<T> r = *reinterpret_cast<const PairOf<T>*>(Rs + k0);
-    T v = b[s];
-    if (!unit) {
-      if constexpr (kExact)
-        v = divide_by_pivot(v, Ls[Layout::at(k0, k0)], r.lo);
-      else
-        v = v * r.lo;
-    }
-    const T x0 = shfl(v, src, kSeg);
-    T w = fms(b[s], Ls[Layout::at(k0 + 1, k0)], x0);  // (row k0 + 1: lane src + 1's)
-    if (!unit) {
-      if constexpr (kExact)
-        w = divide_by_pivot(w, Ls[Layout::at(k0 + 1, k0 + 1)], r.hi);
-      else
-        w = w * r.hi;
-    }
-    const T x1 = shfl(w, src + 1, kSeg);
-    if (lane == src) b[s] = x0;
-    if (lane == src + 1) b[s] = x1;
-#pragma unroll
-    for (int t = s; t < kRows; ++t) {
-      const int i = lane + t * kSeg;
-      if (i > k0 + 1) {
-        const PairOf<T> l = *reinterpret_cast<const PairOf<T>*>(Ls + Layout::at(i, k0));
-        b[t] = fms(fms(b[t], l.lo, x0), l.hi, x1);
-      }
-    }
-  }
-}
-
 // Blocked segment substitution of one column over kSeg lanes: lane p owns the contiguous rows
 // kRows p + s (s < kRows = M / kSeg) in b, L is in SegmentLayout<M, kRows>. One block of rows (one
 // lane's) per step q: every lane substitutes its own rows against L's diagonal block q (one
@@ -681,16 +606,9 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
   for (int s = 0; s < kRows; ++s) b[s] = done[s];
 }
 
-// Whether strided segments of kSeg lanes take paired steps (substitute_segment_paired, L in
-// PairedLayout): the 8-lane segments (batches) of types of at most 8 bytes, whose two entries of a
-// row fit one load.
-template <typename T, int kSeg, bool kBlocked> __host__ __device__ constexpr bool paired_segments() {
-  return !kBlocked && kSeg == kNarrowSegment && sizeof(T) <= 8;
-}
-
 // One column of a segment: substitutes b (the lane's rows of column j, loaded; kBlocked: the
-// blocked substitution; paired steps where paired_segments) and writes the solved rows to X, if
-// the column is one of the task's (j_active).
+// blocked substitution) and writes the solved rows to X, if the column is one of the task's
+// (j_active).
 template <typename T, int M, int kSeg, bool kBlocked>
 __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
@@ -702,11 +620,6 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
       substitute_segment_blocked<T, M, kSeg, false, true>(b, Ls, Rs, lane);
     else
       substitute_segment_blocked<T, M, kSeg, false, false>(b, Ls, Rs, lane);
-  } else if constexpr (paired_segments<T, kSeg, kBlocked>()) {
-    if (exact)
-      substitute_segment_paired<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
-    else
-      substitute_segment_paired<T, M, kSeg, false>(b, Ls, Rs, lane, p.unit);
   } else {
     if (exact)
       substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
@@ -746,10 +659,9 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
   static_assert((kSeg & (kSeg - 1)) == 0, "small_solve_segments_kernel: a power-of-two segment (shuffle width)");
-  using Layout = std::conditional_t<paired_segments<T, kSeg, kBlocked>(), PairedLayout<M>,
-                                    SegmentLayout<M, kBlocked ? kRows : 1>>;
-  __shared__ __align__(16) T Ls[Layout::kSize];
-  __shared__ __align__(16) T Rs[M];
+  using Layout = SegmentLayout<M, kBlocked ? kRows : 1>;
+  __shared__ T Ls[Layout::kSize];
+  __shared__ T Rs[M];
   __shared__ int exact;
   const int m = static_cast<int>(p.m);
   const int tid = static_cast<int>(threadIdx.x);
@@ -1026,6 +938,9 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   return hsmaGetLastError();
 }
 
+// Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
+// batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
+constexpr int kNarrowSegment = 8;
 // Measured on the H200 only. On AMD (64-wide wavefronts; clang does not fully unroll the complex
 // 8-lane substitution, so its rows would leave registers) the launcher keeps the choices it had
 // before them: the column kernel where it fits, else warp-wide segments.
