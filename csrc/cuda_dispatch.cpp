@@ -199,13 +199,6 @@ bool async_copy_choice() {
   return env == nullptr || std::string(env) != "0";
 }
 
-// HSMA_TRSM_L2_PREFETCH=0: batches of the column kernel run one block per task group, without
-// asking L2 for the next tasks' data (ablations).
-bool l2_prefetch_choice() {
-  const char* env = std::getenv("HSMA_TRSM_L2_PREFETCH");
-  return env == nullptr || std::string(env) != "0";
-}
-
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -252,7 +245,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_rows = segment_rows_choice();
     p.column_rows = column_rows_choice();
     p.async_copy = async_copy_choice();
-    p.l2_prefetch = l2_prefetch_choice();
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

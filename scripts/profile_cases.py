@@ -44,11 +44,11 @@ def cases(all_kernels):
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "auto+no-prefetch", "columns", "columns+rows32", "segments",
-                           "segments:8") + (TILES if m > 32 else ()) if m >= 32 else (
-                    "auto", "auto+sync-copy", "auto+no-prefetch"):
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + (
+                    TILES if m > 32 else ()) if m >= 32 else (
+                    "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
-        for kernel in ("auto", "auto+sync-copy", "auto+no-prefetch") + TILES:
+        for kernel in ("auto", "auto+sync-copy") + TILES:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
         for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
             for m in (128, 256, 512, 1024, 4096):
@@ -58,15 +58,14 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_L2_PREFETCH")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns), "no-prefetch" (HSMA_TRSM_L2_PREFETCH=0: column-kernel batches without L2 prefetches of
-    the next tasks), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments) or a small
+    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments) or a small
     kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
@@ -75,8 +74,6 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
         elif part == "sync-copy":
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
-        elif part == "no-prefetch":
-            os.environ["HSMA_TRSM_L2_PREFETCH"] = "0"
         elif part in ("rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
         elif part.startswith("seg-rows"):

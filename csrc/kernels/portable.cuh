@@ -245,20 +245,6 @@ __device__ inline void copy_async_wait_all() {
 #endif
 }
 
-// A hint to bring the bytes [p, p + bytes) of global memory into L2 (NVIDIA sm_90: one bulk
-// prefetch; nothing elsewhere). Only whole 16-byte units inside the range are named.
-__device__ inline void prefetch_l2(const void* p, int64_t bytes) {
-#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) & ~uintptr_t(15);
-  if (bytes <= 0 || hi <= lo || hi - lo > (uintptr_t(1) << 30)) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(lo), "r"(static_cast<unsigned>(hi - lo)) : "memory");
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 // Reads back a value this thread stored earlier to global memory (a volatile load: ordered after
 // the store, never replaced by the stored value kept in a register, which is the point: the
 // value's register was freed).

@@ -252,23 +252,6 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
   }
 }
 
-// Asks L2 for the data of batch entry `task` (one column tile per entry, at most one batch
-// dimension: no division), if there is such an entry: the span of L's m x m square and of B's
-// m x n, each where it is dense enough (at most twice the elements it holds) to be worth one bulk
-// prefetch.
-template <typename T>
-__device__ __forceinline__ void prefetch_task(const SolveProblem<T>& p, int64_t task) {
-  if (task >= p.batch) return;
-  const int64_t b = p.bl.ndim > 0 ? task : 0;
-  auto fetch = [&](const T* base, const MatrixRef& ref, int64_t rows, int64_t cols) {
-    int64_t first, last;
-    ref.span(rows, cols, first, last);
-    if (last - first + 1 <= 2 * rows * cols) prefetch_l2(base + first, (last - first + 1) * int64_t(sizeof(T)));
-  };
-  fetch(p.L + b * p.bl.stride[0][0], p.l, p.m, p.m);
-  fetch(p.B + b * p.bl.stride[1][0], p.b, p.m, p.n);
-}
-
 // Column kernel. Threads [0, groups * tc) solve: group g takes task base + g, its thread t the
 // column tile * tc + t. All threads of the block load the groups' triangles together (so a
 // single narrow task still loads its triangle with the whole block), each diagonal entry's
@@ -279,7 +262,7 @@ __device__ __forceinline__ void prefetch_task(const SolveProblem<T>& p, int64_t 
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
 // and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
-template <typename T, int M, int H, bool kRowMajor, bool kPrefetch>
+template <typename T, int M, int H, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
@@ -300,12 +283,7 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
 
-  // With kPrefetch (one column tile per batch entry, at most one batch dimension), L2 is asked for
-  // a task group's data two groups ahead (the next group's on entry), when no right-hand side is
-  // held in registers.
-  const int64_t stride = int64_t(gridDim.x) * groups;
-  if (kPrefetch && tid < groups) prefetch_task(p, int64_t(blockIdx.x) * groups + stride + tid);
-  for (int64_t base = int64_t(blockIdx.x) * groups; base < ntasks; base += stride) {
+  for (int64_t base = int64_t(blockIdx.x) * groups; base < ntasks; base += int64_t(gridDim.x) * groups) {
     const int nvalid = ntasks - base < groups ? static_cast<int>(ntasks - base) : groups;
     if (tid < nvalid) {
       int64_t bidx, tile, off[3];
@@ -396,7 +374,6 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
         }
       }
     }
-    if (kPrefetch && tid < groups) prefetch_task(p, base + 2 * stride + tid);
   }
 }
 
@@ -437,31 +414,11 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
-  // Batches of more blocks than fit at once (p.l2_prefetch, row-major L): a grid of the blocks
-  // that fit, each block asking L2 for its next tasks' data while it solves the current ones.
-  if (row_major && p.l2_prefetch && ntiles == 1 && p.bl.ndim <= 1 && blocks > dev.multiprocessors) {
-    auto kernel = small_solve_columns_kernel<T, M, H, true, true>;
-    static thread_local int64_t cached_key = -1;  // (threads, smem) of the cached occupancy
-    static thread_local int cached_per_sm = 0;
-    const int64_t key = int64_t(block) << 32 | int64_t(smem);
-    if (key != cached_key) {
-      int per_sm = 0;
-      if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(block), smem) != hsmaSuccess) per_sm = 0;
-      cached_key = key;
-      cached_per_sm = per_sm;
-    }
-    const int64_t resident = int64_t(cached_per_sm) * dev.multiprocessors;
-    if (resident > 0 && blocks > resident) {
-      kernel<<<static_cast<unsigned>(resident), block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
-      return hsmaGetLastError();
-    }
-  }
   if (row_major)
-    small_solve_columns_kernel<T, M, H, true, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
-                                                                                    vector_rows);
+    small_solve_columns_kernel<T, M, H, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
+                                                                             vector_rows);
   else
-    small_solve_columns_kernel<T, M, H, false, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
-                                                                                     false);
+    small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
 // Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;

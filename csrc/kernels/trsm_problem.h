@@ -45,12 +45,6 @@ __host__ __device__ inline void batch_offsets(const BatchLayout& bl, int64_t b, 
 // Element (i, j) of a matrix is at ptr + i * row + j * col (element units, signed).
 struct MatrixRef {
   int64_t row = 0, col = 0;
-  // The elements [first, last] between which the rows x cols block at offset 0 lies.
-  __host__ __device__ void span(int64_t rows, int64_t cols, int64_t& first, int64_t& last) const {
-    const int64_t r = (rows - 1) * row, c = (cols - 1) * col;
-    first = (r < 0 ? r : 0) + (c < 0 ? c : 0);
-    last = (r > 0 ? r : 0) + (c > 0 ? c : 0);
-  }
 };
 
 // Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
@@ -76,7 +70,6 @@ struct SolveProblem {
   int segment_rows = 0;   // rows per lane of warp-wide segments (1: strided, 2: blocked); 0: the launcher's choice
   int column_rows = 0;    // rows of a column a column-kernel thread holds at m > 32 (32 or 64); 0: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
-  bool l2_prefetch = true;  // batches: prefetch a block's next tasks into L2 (HSMA_TRSM_L2_PREFETCH=0: not)
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
