@@ -258,15 +258,6 @@ template <typename R> __device__ inline complex<R> reload(const complex<R>* p) {
 // Lane index within the warp / wavefront.
 __device__ inline int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
 
-// Whether pred holds in any lane of the warp / wavefront (every lane calls it).
-__device__ inline bool warp_any(bool pred) {
-#if HSMA_HIP
-  return __any(pred);
-#else
-  return __any_sync(0xffffffffu, pred);
-#endif
-}
-
 // Barrier and shared-memory fence for the lanes of one warp (on AMD, of one wavefront, which
 // runs in lockstep: only the memory ordering needs a fence).
 __device__ inline void warp_sync() {

@@ -428,15 +428,13 @@ constexpr int kSegment = 32;
 
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
 // as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
-// padded to the identity up to M, and, with kPivots,
+// padded to the identity up to M, and
 // the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
 // needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
 // the dimension of L with the smaller stride (coalesced loads); barrier() synchronises the
-// kThreads threads, and the caller synchronises them again before reading Ls and Rs. Without
-// kPivots (the blocked segments, whose lanes take their own pivots: blocked_reciprocals) Ls is
-// complete and visible to all on return, its diagonal slots of unit or padded pivots zero.
+// kThreads threads, and the caller synchronises them again before reading Ls and Rs.
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
-          bool kPivots = true, typename Barrier>
+          typename Barrier>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
                                                      int t, Barrier barrier) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
@@ -495,7 +493,7 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   }
   copy_async_wait_all();
   barrier();
-  finish_pivots(Ls, p.conj ? Layout::kSize : 0, kPivots ? M : 0, p, t, kThreads,
+  finish_pivots(Ls, p.conj ? Layout::kSize : 0, M, p, t, kThreads,
                 [&](int k, T*& rcp_slot, int*& flag) -> const T* {
                   rcp_slot = Rs + k;
                   flag = exact;
@@ -567,13 +565,14 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 // rows on the dependent chain instead of one per row (a single solve is that chain). Real types
 // give bitwise the results of substitute_segment (H200); complex ones can differ in the last bit
 // at M = 32, where the compiler fuses the complex products' multiply-adds differently.
-// r: the reciprocals of the lane's rows' pivots (blocked_reciprocals).
 template <typename T, int M, int kSeg, bool kExact, bool kUnit>
-__device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T (&r)[M / kSeg],
-                                                           int lane) {
+__device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
   using Layout = SegmentLayout<M, kRows>;
+  T r[kRows];     // the reciprocals of my rows' pivots
   T done[kRows];  // my rows, solved at my step
+#pragma unroll
+  for (int s = 0; s < kRows; ++s) r[s] = kUnit ? T(1) : Rs[lane * kRows + s];
 #pragma unroll
   for (int q = 0; q < kSeg; ++q) {
     const int k0 = q * kRows;
@@ -585,8 +584,8 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
       T v = b[s];
 #pragma unroll
       for (int t = 0; t < s; ++t) v = fms(v, Ls[Layout::at(k0 + s, k0 + t)], x[t]);
-      if constexpr (kExact)  // (block q's pivots, lane q's reciprocals)
-        v = divide_by_pivot(v, Ls[Layout::at(k0 + s, k0 + s)], shfl(r[s], q, kSeg));
+      if constexpr (kExact)
+        v = divide_by_pivot(v, Ls[Layout::at(k0 + s, k0 + s)], Rs[k0 + s]);  // (block q's pivots: uniform)
       else if constexpr (!kUnit)
         v = v * r[s];
       x[s] = v;
@@ -607,44 +606,21 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
   for (int s = 0; s < kRows; ++s) b[s] = done[s];
 }
 
-// The blocked segments' pivots, each lane its own rows' (kRows lane + s), read from Ls as
-// load_packed_triangle<..., kPivots = false> left it: r[s] their reciprocals (1 for a unit or padded
-// diagonal). Returns whether some pivot needs a true division (see pivot_reciprocal); every lane
-// of the warp calls it, and the lanes of each segment cover every row, so each warp knows it for
-// the whole triangle without a block barrier.
-template <typename T, int M, int kRows>
-__device__ __forceinline__ bool blocked_reciprocals(const T* Ls, const SolveProblem<T>& p, int lane, T (&r)[kRows]) {
-  using Layout = SegmentLayout<M, kRows>;
-  bool exact = false;
-#pragma unroll
-  for (int s = 0; s < kRows; ++s) {
-    const int row = lane * kRows + s;
-    r[s] = T(1);
-    if (!p.unit && row < p.m) {
-      r[s] = pivot_reciprocal(Ls[Layout::at(row, row)]);
-      exact = exact || is_zero(r[s]);
-    }
-  }
-  return warp_any(exact);
-}
-
 // One column of a segment: substitutes b (the lane's rows of column j, loaded; kBlocked: the
 // blocked substitution) and writes the solved rows to X, if the column is one of the task's
-// (j_active). recip: the pivots' reciprocals, Rs in shared memory (strided), or the lane's own
-// (blocked: blocked_reciprocals).
-template <typename T, int M, int kSeg, bool kBlocked, typename Recip>
-__device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const Recip& recip, int lane,
+// (j_active).
+template <typename T, int M, int kSeg, bool kBlocked>
+__device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
                                                        bool j_active) {
   if constexpr (kBlocked) {
     if (exact)
-      substitute_segment_blocked<T, M, kSeg, true, false>(b, Ls, recip, lane);  // (never with a unit diagonal)
+      substitute_segment_blocked<T, M, kSeg, true, false>(b, Ls, Rs, lane);  // (never with a unit diagonal)
     else if (p.unit)
-      substitute_segment_blocked<T, M, kSeg, false, true>(b, Ls, recip, lane);
+      substitute_segment_blocked<T, M, kSeg, false, true>(b, Ls, Rs, lane);
     else
-      substitute_segment_blocked<T, M, kSeg, false, false>(b, Ls, recip, lane);
+      substitute_segment_blocked<T, M, kSeg, false, false>(b, Ls, Rs, lane);
   } else {
-    const T* Rs = recip;
     if (exact)
       substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
     else
@@ -710,34 +686,23 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
       }
     };
     load_rhs(j_begin + seg);
+
+    __syncthreads();  // the previous task is done with Ls
+    if (tid == 0) exact = 0;
+    __syncthreads();  // exact is cleared
     // (the staging unrolled where the registers are not capped: warp-wide segments)
     constexpr int kStageUnroll = segment_min_blocks<T, kSeg>() == 1 ? 16 : 1;
-    auto solve_columns = [&](const auto& recip, bool exact_task) {
-      for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
-        const int64_t j = j0 + seg;
-        if (j0 != j_begin) load_rhs(j);
-#pragma unroll
-        for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
-        solve_and_store_column<T, M, kSeg, kBlocked>(b, Ls, recip, lane, exact_task, p, X, j, j < j_end);
-      }
-    };
+    load_packed_triangle<T, M, kThreads, Layout, kStageUnroll>(Ls, Rs, &exact, p.L + off[0], p, tid,
+                                                               [] { __syncthreads(); });
+    __syncthreads();
+    const bool exact_task = exact != 0;
 
-    if constexpr (kBlocked) {
-      // No shared pivots nor flag: each lane takes its own rows' pivots (blocked_reciprocals).
-      if (task != blockIdx.x) __syncthreads();  // the previous task is done with Ls
-      load_packed_triangle<T, M, kThreads, Layout, kStageUnroll, false>(Ls, nullptr, nullptr, p.L + off[0], p, tid,
-                                                                        [] { __syncthreads(); });
-      T r[kRows];
-      const bool exact_task = blocked_reciprocals<T, M, kRows>(Ls, p, lane, r);
-      solve_columns(r, exact_task);
-    } else {
-      __syncthreads();  // the previous task is done with Ls
-      if (tid == 0) exact = 0;
-      __syncthreads();  // exact is cleared
-      load_packed_triangle<T, M, kThreads, Layout, kStageUnroll>(Ls, Rs, &exact, p.L + off[0], p, tid,
-                                                                 [] { __syncthreads(); });
-      __syncthreads();
-      solve_columns(static_cast<const T*>(Rs), exact != 0);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
+      const int64_t j = j0 + seg;
+      if (j0 != j_begin) load_rhs(j);
+#pragma unroll
+      for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
+      solve_and_store_column<T, M, kSeg, kBlocked>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
