@@ -126,7 +126,7 @@ fi
 if [[ " $STAGES " == *" ncu "* ]]; then
   # Opt-in: Nsight Compute on selected kernels of selected solves (stall reasons, occupancy,
   # memory throughput): NCU_KERNELS (a regex of kernel names, default the small-path kernels) over
-  # scripts/profile_cases.py --plain --filter "$PROFILE_FILTER" (each solve called twice, the first
+  # scripts/profile_cases.py --plain --filter "$PROFILE_FILTER" $PROFILE_ARGS (each solve called twice, the first
   # NCU_LAUNCHES matching launches profiled, default 20); NCU_ARGS adds ncu options. The H200's
   # clocks are left alone (--clock-control none).
   echo "== ncu"
@@ -139,7 +139,7 @@ if [[ " $STAGES " == *" ncu "* ]]; then
       -k "regex:${NCU_KERNELS:-small_solve|diag_inverse}" --launch-count "${NCU_LAUNCHES:-20}" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section MemoryWorkloadAnalysis ${NCU_ARGS:-} \
-      "$PY" scripts/profile_cases.py --out "$OUTDIR/ncu-cases" --plain --calls 1 "${f_args[@]}" >"$OUTDIR/ncu.log" 2>&1 || status=1
+      "$PY" scripts/profile_cases.py --out "$OUTDIR/ncu-cases" --plain --calls 1 "${f_args[@]}" ${PROFILE_ARGS:-} >"$OUTDIR/ncu.log" 2>&1 || status=1
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall" \
       "$OUTDIR/ncu.log" | head -n 80
   else
