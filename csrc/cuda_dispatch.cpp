@@ -141,9 +141,9 @@ bool any_option_set() {
   return false;
 }
 
-// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|tiles|pipeline forces one small-path kernel (ablations,
-// tests; pipeline applies to complex128 only, warps where it fits in shared memory, tiles at 33-64
-// rows).
+// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|tiles|mma|pipeline forces one small-path kernel
+// (ablations, tests; pipeline applies to complex128 only, warps where it fits in shared memory, tiles
+// at 33-64 rows, mma to float64 and complex128 on sm_80+).
 SmallKernel small_kernel_choice() {
   const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
   if (env == nullptr || *env == '\0') return SmallKernel::kAuto;
@@ -153,7 +153,9 @@ SmallKernel small_kernel_choice() {
   if (v == "pipeline") return SmallKernel::kPipeline;
   if (v == "warps") return SmallKernel::kWarpTasks;
   if (v == "tiles") return SmallKernel::kTiles;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v, " (expected columns, segments, warps, tiles or pipeline)");
+  if (v == "mma") return SmallKernel::kMma;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v,
+                  " (expected columns, segments, warps, tiles, mma or pipeline)");
   return SmallKernel::kAuto;
 }
 

@@ -21,6 +21,7 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
+MMA = ("mma",)  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma): float64 and complex128
 SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
 
 
@@ -44,11 +45,11 @@ def cases(all_kernels):
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + MMA + (
                     TILES if m > 32 else ()) if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
-        for kernel in ("auto", "auto+sync-copy") + TILES:
+        for kernel in ("auto", "auto+sync-copy") + TILES + MMA:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
         for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
             for m in (128, 256, 512, 1024, 4096):

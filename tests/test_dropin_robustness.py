@@ -114,7 +114,7 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 41, 57, 64])
-@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "segments+seg-rows1", "segments+seg-rows2"])
+@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "mma", "segments+seg-rows1", "segments+seg-rows2"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
     (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build) and the tile kernel (33-64
@@ -308,6 +308,10 @@ SWEEP = [
                  id="small-tiles-c128"),
     pytest.param(40, (2,), 20, False, True, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
                  id="small-tiles-f32"),
+    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+                 id="small-mma-c128"),
+    pytest.param(20, (2,), 13, False, True, "T", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+                 id="small-mma-f64"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -144,6 +144,7 @@ template <typename R> __device__ inline complex<R> fms(complex<R> x, complex<R> 
 struct DeviceInfo {
   int multiprocessors = 0;
   int warp_size = 0;
+  int cc_major = 0;  // compute capability (major) on CUDA; 0 on AMD
 };
 
 inline DeviceInfo current_device_info() {
@@ -162,6 +163,7 @@ inline DeviceInfo current_device_info() {
 #else
     (void)cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
     (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);
+    (void)cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
 #endif
     if (info.multiprocessors <= 0) info.multiprocessors = 80;
     if (info.warp_size <= 0) info.warp_size = 32;

@@ -938,6 +938,168 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   return hsmaGetLastError();
 }
 
+// Tensor-core kernel (float64 and complex128 batches of many columns, sm_80+): a blocked
+// right-looking substitution over 8-row blocks whose updates run on the FP64 tensor cores
+// (mma.sync m8n8k4), so that an element of L read from shared memory serves 8 columns at once.
+// The 8-lane segment kernel reads one element per column and multiply-add: at batch 4096 of 64x64
+// its L1 data pipe was 85% (complex64) and 89% (complex128) busy (H200, Nsight Compute).
+//   - A block of kWarps warps takes one (batch entry, column tile) task at a time (grid-stride
+//     loop); each warp owns 8 columns of the tile and all M rows, held in the m8n8k4 accumulator
+//     layout: lane l holds row 8 rb + l / 4, columns 2 (l % 4) + {0, 1} of row block rb.
+//   - The whole block loads the triangle (load_packed_triangle) into shared memory in the A-operand
+//     layout (MmaLayout), so that one operand load of a warp reads 32 consecutive elements.
+//   - For each row block kb: the warp substitutes the block's 8 rows in registers (row r scaled by
+//     its pivot's reciprocal, or divided, then shuffled to the lanes of the rows below, which
+//     subtract L(q, r) x_r), stores them to X, rearranges them into B operands (shuffles) and
+//     updates every row block below on the tensor cores, acc(rb) -= L(rb, kb) X(kb) (two k-steps
+//     of 4). Complex128 splits each product into four real ones. Each x_i subtracts the blocks
+//     L(i, kb) X(kb) in increasing kb, then L(i, k) x_k within its own block in increasing k.
+template <int M>
+struct MmaLayout {
+  static_assert(M % 8 == 0, "MmaLayout: whole 8-row blocks");
+  static constexpr int kBlocks = M / 8;
+  // Block (rb, kb), kb <= rb, of 64 elements: its 8x4 halves s = 0, 1 (columns 4 s..4 s + 3), each
+  // in lane order (row l / 4, column l % 4 of the half).
+  __host__ __device__ static constexpr int block(int rb, int kb) { return (rb * (rb + 1) / 2 + kb) * 64; }
+  __host__ __device__ static constexpr int at(int i, int k) {
+    return block(i / 8, k / 8) + (k % 8) / 4 * 32 + (i % 8) * 4 + k % 4;
+  }
+  static constexpr int kSize = kBlocks * (kBlocks + 1) / 2 * 64;
+};
+
+// D += A B for one m8n8k4 FP64 product: A 8x4 (lane l: row l / 4, column l % 4), B 4x8 (row l % 4,
+// column l / 4), D 8x8 (row l / 4, columns 2 (l % 4) + {0, 1}: d0, d1).
+__device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b) {
+#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a), "d"(b));
+#else
+  (void)d0, (void)d1, (void)a, (void)b;  // (never launched: see mma_supported)
+#endif
+}
+
+// acc -= a b on the tensor cores, a and b one lane's operands (a from L, b from X).
+__device__ __forceinline__ void mma_subtract(double (&acc)[2], double a, double b) { dmma(acc[0], acc[1], a, -b); }
+__device__ __forceinline__ void mma_subtract(complex<double> (&acc)[2], complex<double> a, complex<double> b) {
+  dmma(acc[0].re, acc[1].re, a.re, -b.re);  // re -= a.re b.re - a.im b.im
+  dmma(acc[0].re, acc[1].re, a.im, b.im);
+  dmma(acc[0].im, acc[1].im, a.re, -b.im);  // im -= a.re b.im + a.im b.re
+  dmma(acc[0].im, acc[1].im, a.im, -b.re);
+}
+
+// Blocks of kWarps warps per multiprocessor that the register allocator must fit.
+template <typename T, int M, int kWarps> constexpr int mma_min_blocks() { return kWarps == 8 ? 2 : 4; }
+
+template <typename T, int M, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, (mma_min_blocks<T, M, kWarps>()))
+small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
+  using Layout = MmaLayout<M>;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kRB = M / 8;
+  __shared__ T Ls[Layout::kSize];
+  __shared__ T Rs[M];
+  __shared__ int exact;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int w = tid / 32, lane = tid % 32, q = lane / 4, c4 = lane % 4;
+  const int m = static_cast<int>(p.m);
+  const int64_t ntasks = p.batch * ntiles;
+
+  for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
+    int64_t bidx, tile, off[3];
+    task_coords(task, ntiles, bidx, tile);
+    batch_offsets(p.bl, bidx, off);
+    const int64_t jl = (tile * kWarps + w) * 8 + 2 * c4;  // my columns jl, jl + 1
+    T acc[kRB][2];
+    const T* B = p.B + off[1];
+#pragma unroll
+    for (int rb = 0; rb < kRB; ++rb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 8 * rb + q;
+        acc[rb][h] = (row < m && jl + h < p.n) ? B[row * p.b.row + (jl + h) * p.b.col] : T(0);  // alpha: below
+      }
+    __syncthreads();  // the previous task is done with Ls
+    if (tid == 0) exact = 0;
+    __syncthreads();  // exact is cleared
+    load_packed_triangle<T, M, kThreads, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    __syncthreads();
+    const bool exact_task = exact != 0, unit = p.unit;
+#pragma unroll
+    for (int rb = 0; rb < kRB; ++rb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) acc[rb][h] = p.alpha * acc[rb][h];
+    T* X = p.X + off[2];
+
+#pragma unroll
+    for (int kb = 0; kb < kRB; ++kb) {
+      // The diagonal block: row r's lanes scale it, a shuffle brings x_r (my two columns) from
+      // lane 4 r + c4, the rows below subtract L(q, r) x_r.
+      const T* D = Ls + Layout::block(kb, kb);
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        T x[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          T v = acc[kb][h];
+          if (exact_task)
+            v = divide_by_pivot(v, D[r / 4 * 32 + r * 4 + r % 4], Rs[8 * kb + r]);  // (never with a unit diagonal)
+          else if (!unit)
+            v = v * Rs[8 * kb + r];
+          x[h] = shfl(v, 4 * r + c4, 32);
+        }
+        if (q == r) {
+          acc[kb][0] = x[0];
+          acc[kb][1] = x[1];
+        } else if (q > r) {
+          const T l = D[r / 4 * 32 + q * 4 + r % 4];
+          acc[kb][0] = fms(acc[kb][0], l, x[0]);
+          acc[kb][1] = fms(acc[kb][1], l, x[1]);
+        }
+      }
+      {
+        const int row = 8 * kb + q;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = acc[kb][h];
+      }
+      if (kb + 1 < kRB) {
+        // B operands of X(kb): lane l takes row 4 s + c4, column q, held by lane 4 (4 s + c4) + q / 2.
+        T b[2];
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const int src = 4 * (4 * s + c4) + q / 2;
+          const T v0 = shfl(acc[kb][0], src, 32), v1 = shfl(acc[kb][1], src, 32);
+          b[s] = (q & 1) ? v1 : v0;
+        }
+#pragma unroll
+        for (int rb = kb + 1; rb < kRB; ++rb)
+#pragma unroll
+          for (int s = 0; s < 2; ++s) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+      }
+    }
+  }
+}
+
+// The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
+inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
+
+// Four warps (32 columns per task) for B of at most 32 columns, else eight (64).
+template <typename T, int M>
+hsmaError_t launch_mma(const SolveProblem<T>& p, hsmaStream_t stream) {
+  constexpr int kWide = 8, kNarrow = 4;
+  const int warps = p.n <= kNarrow * 8 ? kNarrow : kWide;
+  const int64_t tile_cols = warps * 8;
+  const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
+  const int64_t ntasks = p.batch * ntiles;
+  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  if (warps == kNarrow)
+    small_solve_mma_kernel<T, M, kNarrow><<<grid, kNarrow * 32, 0, stream>>>(p, ntiles);
+  else
+    small_solve_mma_kernel<T, M, kWide><<<grid, kWide * 32, 0, stream>>>(p, ntiles);
+  return hsmaGetLastError();
+}
+
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
 // batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
 constexpr int kNarrowSegment = 8;
@@ -1025,6 +1187,13 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                              p.m > 48 && p.segment_lanes == 0 && p.n >= 64 && (a_broadcast || p.n >= 128) &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
+  if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
+    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma) and the GPU has it.
+    if (p.kernel == SmallKernel::kMma && mma_supported(dev)) {
+      if (p.m <= 32) return launch_mma<T, 32>(p, stream);
+      return launch_mma<T, 64>(p, stream);
+    }
+  }
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
       if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);

@@ -51,8 +51,10 @@ struct MatrixRef {
 // kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
 // kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the launcher chooses
-// among the column and segment kernels).
-enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5 };
+// among the column and segment kernels). kMma: the FP64 tensor-core kernel (float64 and
+// complex128 on sm_80+; elsewhere the launcher's choice).
+enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5,
+                               kMma = 6 };
 
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
 template <typename T>
