@@ -971,7 +971,7 @@ struct MmaLayout {
 // column l / 4), D 8x8 (row l / 4, columns 2 (l % 4) + {0, 1}: d0, d1).
 __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b) {
 #if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                : "+d"(d0), "+d"(d1)
                : "d"(a), "d"(b));
 #else
@@ -990,6 +990,63 @@ __device__ __forceinline__ void mma_subtract(complex<double> (&acc)[2], complex<
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
 template <typename T, int M, int kWarps> constexpr int mma_min_blocks() { return kWarps == 8 ? 2 : 4; }
+
+// The tensor-core kernel's solve of one warp's columns, held in acc (see small_solve_mma_kernel),
+// stored to X as each row block is done. kExact: some pivot needs a true division; kUnit: a unit
+// diagonal (separate instantiations, so that the hot loop carries no code of the other cases).
+template <typename T, int M, bool kExact, bool kUnit>
+__device__ __forceinline__ void mma_substitute(T (&acc)[M / 8][2], const T* Ls, const T* Rs, int lane,
+                                               const SolveProblem<T>& p, T* X, int64_t jl) {
+  using Layout = MmaLayout<M>;
+  constexpr int kRB = M / 8;
+  const int q = lane / 4, c4 = lane % 4, m = static_cast<int>(p.m);
+#pragma unroll
+  for (int kb = 0; kb < kRB; ++kb) {
+    // The diagonal block: row r's lanes scale it, a shuffle brings x_r (my two columns) from
+    // lane 4 r + c4, the rows below subtract L(q, r) x_r.
+    const T* D = Ls + Layout::block(kb, kb);
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      T x[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        T v = acc[kb][h];
+        if constexpr (kExact)
+          v = divide_by_pivot(v, D[r / 4 * 32 + r * 4 + r % 4], Rs[8 * kb + r]);
+        else if constexpr (!kUnit)
+          v = v * Rs[8 * kb + r];
+        x[h] = shfl(v, 4 * r + c4, 32);
+      }
+      const T l = D[r / 4 * 32 + q * 4 + r % 4];  // (read by the rows q > r only)
+      if (q == r) {
+        acc[kb][0] = x[0];
+        acc[kb][1] = x[1];
+      } else if (q > r) {
+        acc[kb][0] = fms(acc[kb][0], l, x[0]);
+        acc[kb][1] = fms(acc[kb][1], l, x[1]);
+      }
+    }
+    const int row = 8 * kb + q;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = acc[kb][h];
+    if (kb + 1 < kRB) {
+      // B operands of X(kb): lane l takes row 4 s + c4, column q, held by lane 4 (4 s + c4) + q / 2.
+      T b[2];
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int src = 4 * (4 * s + c4) + q / 2;
+        const T v0 = shfl(acc[kb][0], src, 32), v1 = shfl(acc[kb][1], src, 32);
+        b[s] = (q & 1) ? v1 : v0;
+      }
+      // The row blocks below, innermost: consecutive products are independent.
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+    }
+  }
+}
 
 template <typename T, int M, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32, (mma_min_blocks<T, M, kWarps>()))
@@ -1024,60 +1081,19 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
     __syncthreads();  // exact is cleared
     load_packed_triangle<T, M, kThreads, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
     __syncthreads();
-    const bool exact_task = exact != 0, unit = p.unit;
+    const bool exact_task = exact != 0;
 #pragma unroll
     for (int rb = 0; rb < kRB; ++rb)
 #pragma unroll
       for (int h = 0; h < 2; ++h) acc[rb][h] = p.alpha * acc[rb][h];
     T* X = p.X + off[2];
 
-#pragma unroll
-    for (int kb = 0; kb < kRB; ++kb) {
-      // The diagonal block: row r's lanes scale it, a shuffle brings x_r (my two columns) from
-      // lane 4 r + c4, the rows below subtract L(q, r) x_r.
-      const T* D = Ls + Layout::block(kb, kb);
-#pragma unroll
-      for (int r = 0; r < 8; ++r) {
-        T x[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          T v = acc[kb][h];
-          if (exact_task)
-            v = divide_by_pivot(v, D[r / 4 * 32 + r * 4 + r % 4], Rs[8 * kb + r]);  // (never with a unit diagonal)
-          else if (!unit)
-            v = v * Rs[8 * kb + r];
-          x[h] = shfl(v, 4 * r + c4, 32);
-        }
-        if (q == r) {
-          acc[kb][0] = x[0];
-          acc[kb][1] = x[1];
-        } else if (q > r) {
-          const T l = D[r / 4 * 32 + q * 4 + r % 4];
-          acc[kb][0] = fms(acc[kb][0], l, x[0]);
-          acc[kb][1] = fms(acc[kb][1], l, x[1]);
-        }
-      }
-      {
-        const int row = 8 * kb + q;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = acc[kb][h];
-      }
-      if (kb + 1 < kRB) {
-        // B operands of X(kb): lane l takes row 4 s + c4, column q, held by lane 4 (4 s + c4) + q / 2.
-        T b[2];
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const int src = 4 * (4 * s + c4) + q / 2;
-          const T v0 = shfl(acc[kb][0], src, 32), v1 = shfl(acc[kb][1], src, 32);
-          b[s] = (q & 1) ? v1 : v0;
-        }
-#pragma unroll
-        for (int rb = kb + 1; rb < kRB; ++rb)
-#pragma unroll
-          for (int s = 0; s < 2; ++s) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
-      }
-    }
+    if (exact_task)
+      mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
+    else if (p.unit)
+      mma_substitute<T, M, false, true>(acc, Ls, Rs, lane, p, X, jl);
+    else
+      mma_substitute<T, M, false, false>(acc, Ls, Rs, lane, p, X, jl);
   }
 }
 
