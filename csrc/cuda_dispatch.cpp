@@ -194,6 +194,10 @@ int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2
 // registers at 33-64 rows (32: the split kernel; ablations, tests).
 int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64}); }
 
+// HSMA_TRSM_MMA_WARPS=4|8 forces the tensor-core kernel's warps per block (8 columns each;
+// ablations, tests).
+int mma_warps_choice() { return option_choice("HSMA_TRSM_MMA_WARPS", {4, 8}); }
+
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
 bool async_copy_choice() {
@@ -246,6 +250,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_lanes = segment_lanes_choice();
     p.segment_rows = segment_rows_choice();
     p.column_rows = column_rows_choice();
+    p.mma_warps = mma_warps_choice();
     p.async_copy = async_copy_choice();
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one

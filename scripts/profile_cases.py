@@ -21,7 +21,7 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 
 
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
-MMA = ("mma",)  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma): float64 and complex128
+MMA = ("mma", "mma+mma4")  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma; mma4: HSMA_TRSM_MMA_WARPS=4)
 SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
 
 
@@ -59,14 +59,15 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_MMA_WARPS")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments) or a small
+    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "mma4"
+    (HSMA_TRSM_MMA_WARPS=4: four warps per block of the tensor-core kernel) or a small
     kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
@@ -77,6 +78,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part in ("rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
+        elif part == "mma4":
+            os.environ["HSMA_TRSM_MMA_WARPS"] = "4"
         elif part.startswith("seg-rows"):
             os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
         elif part != "auto":

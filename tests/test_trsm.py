@@ -481,7 +481,7 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes take the
-# launcher's choice), 8-row blocks padded to 32 or 64 rows. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
+# launcher's choice), 8-row blocks padded to 32 or 64 rows; "+mma4" with four warps per block. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
 # through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).
@@ -492,7 +492,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments+seg-rows1",
                                     "segments+seg-rows2", "segments:8", "warps", "pipeline",
-                                    "tiles", "mma", "mma+sync-copy", "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
+                                    "tiles", "mma", "mma+mma4", "mma+sync-copy", "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
                                     "segments+seg-rows2+sync-copy", "segments+seg-rows1+sync-copy",
                                     "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
@@ -503,6 +503,8 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
     if "rows32" in options:  # the split column kernel at 33-64 rows (HSMA_TRSM_COLUMN_ROWS)
         monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", "32")
+    if "mma4" in options:  # four warps per block of the tensor-core kernel (HSMA_TRSM_MMA_WARPS)
+        monkeypatch.setenv("HSMA_TRSM_MMA_WARPS", "4")
     for rows in ("1", "2"):  # rows per lane of warp-wide segments (HSMA_TRSM_SEGMENT_ROWS)
         if f"seg-rows{rows}" in options:
             monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)

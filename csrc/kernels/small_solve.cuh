@@ -989,7 +989,11 @@ __device__ __forceinline__ void mma_subtract(complex<double> (&acc)[2], complex<
 }
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
-template <typename T, int M, int kWarps> constexpr int mma_min_blocks() { return kWarps == 8 ? 2 : 4; }
+// Eight warps: 2 (128 registers; complex128 at 64 rows spills some); four: 4, or 3 for complex128
+// at 64 rows (170 registers).
+template <typename T, int M, int kWarps> constexpr int mma_min_blocks() {
+  return kWarps == 8 ? 2 : sizeof(T) >= 16 && M == 64 ? 3 : 4;
+}
 
 // The tensor-core kernel's solve of one warp's columns, held in acc (see small_solve_mma_kernel),
 // stored to X as each row block is done. kExact: some pivot needs a true division; kUnit: a unit
@@ -1100,11 +1104,12 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
 // The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
 inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
 
-// Four warps (32 columns per task) for B of at most 32 columns, else eight (64).
+// Four warps (32 columns per task) for B of at most 32 columns, else eight (64), unless forced
+// (p.mma_warps).
 template <typename T, int M>
 hsmaError_t launch_mma(const SolveProblem<T>& p, hsmaStream_t stream) {
   constexpr int kWide = 8, kNarrow = 4;
-  const int warps = p.n <= kNarrow * 8 ? kNarrow : kWide;
+  const int warps = p.mma_warps ? p.mma_warps : p.n <= kNarrow * 8 ? kNarrow : kWide;
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
@@ -1202,14 +1207,20 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && std::is_same_v<T, complex<double>> &&
                              p.m > 48 && p.segment_lanes == 0 && p.n >= 64 && (a_broadcast || p.n >= 128) &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
-    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma) and the GPU has it.
-    if (p.kernel == SmallKernel::kMma && mma_supported(dev)) {
+    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), and for complex128 solves
+    // of 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane
+    // segment and tile kernels on the H200 (small_solve_mma_kernel); not for float64 (batch 4096
+    // of 64x64: 172 vs 133 us for the column kernel) or complex128 at 32 rows (196 vs 130 us).
+    const bool mma_wanted = p.kernel == SmallKernel::kMma ||
+                            (p.kernel == SmallKernel::kAuto && std::is_same_v<T, complex<double>> && p.m > 48 &&
+                             !few_columns && p.segment_lanes == 0 && p.column_rows == 0);
+    if (mma_wanted && mma_supported(dev)) {
       if (p.m <= 32) return launch_mma<T, 32>(p, stream);
       return launch_mma<T, 64>(p, stream);
     }
   }
+  if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
       if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);
