@@ -570,9 +570,10 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 
-# Large complex batches of 49-64 rows with many columns: the launcher's choice between the tile
-# kernel (complex128 with A broadcast over the batch, or 128 columns and more) and the others, at
-# orders and widths around those edges, A batched or broadcast, B strided.
+# Large complex batches of 49-64 rows with many columns: the launcher's choice among the
+# tensor-core kernel (complex128 on sm_80+), the tile kernel (complex128 with A broadcast over the
+# batch, or 128 columns and more, before sm_80) and the others, at orders and widths around those
+# edges, A batched or broadcast, B strided.
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k,n,a_batched", [(64, 64, False), (57, 65, False), (49, 128, True), (64, 130, True),

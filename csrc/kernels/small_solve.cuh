@@ -1,6 +1,7 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
-// whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (the third,
-// the register-tiled tile kernel for some complex128 batches, is described at its definition):
+// whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (two more are
+// described at their definitions: the tensor-core kernel, for complex128 batches of 49-64 rows on
+// sm_80+, and the register-tiled tile kernel, forced or where the tensor cores are missing):
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
@@ -21,8 +22,9 @@
 //    half is loaded, updated by the top half read back from X, and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
-//    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments; some
-//    complex128 batches take the tile kernel instead; see launch_small_solve):
+//    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
+//    complex128 beyond 48 rows takes the tensor-core kernel instead on sm_80+; see
+//    launch_small_solve):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored column by column in shared memory (SegmentLayout), padded to
@@ -1199,11 +1201,11 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
-  // complex128 batches of 49-64 rows with A broadcast over the batch and 64 columns or more per
-  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see
-  // small_solve_tiles_kernel; measured at 64 rows, batch 4096). Kept off AMD, where it was not
-  // measured.
+  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, where the
+  // tensor-core kernel is missing (before sm_80), for large complex128 batches of 49-64 rows with A
+  // broadcast over the batch and 64 columns or more per matrix, or 128 columns or more, where it
+  // beat the 8-lane segment kernel on the H200 (see small_solve_tiles_kernel; measured at 64 rows,
+  // batch 4096). Kept off AMD, where it was not measured.
   bool a_broadcast = p.bl.ndim > 0;
   for (int d = 0; d < p.bl.ndim; ++d) a_broadcast = a_broadcast && p.bl.stride[0][d] == 0;
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
