@@ -969,15 +969,26 @@ struct MmaLayout {
   static constexpr int kSize = kBlocks * (kBlocks + 1) / 2 * 64;
 };
 
-// D += A B for one m8n8k4 FP64 product: A 8x4 (lane l: row l / 4, column l % 4), B 4x8 (row l % 4,
-// column l / 4), D 8x8 (row l / 4, columns 2 (l % 4) + {0, 1}: d0, d1).
+// D += A B for one m8n8k4 FP64 product over a warp: A 8x4 (lane l: row l / 4, column l % 4), B 4x8
+// (row l % 4, column l / 4), D 8x8 (row l / 4, columns 2 (l % 4) + {0, 1}: d0, d1). Every lane of
+// the warp must call it.
 __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b) {
-#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(HSMA_EMULATE_DMMA)
   asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                : "+d"(d0), "+d"(d1)
                : "d"(a), "d"(b));
 #else
-  (void)d0, (void)d1, (void)a, (void)b;  // (never launched: see mma_supported)
+  // Without FP64 mma.sync (a build for an older architecture; the launcher asks for sm_80+, but a
+  // PTX build for one could be JIT-compiled there; HSMA_EMULATE_DMMA for testing this path): the
+  // same product from shuffles. A(row, k) is
+  // in lane 4 row + k, B(k, col) in lane 4 col + k.
+  const int lane = static_cast<int>(threadIdx.x) % 32, row = lane / 4, col = 2 * (lane % 4);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const double ak = shfl(a, 4 * row + k, 32), b0 = shfl(b, 4 * col + k, 32), b1 = shfl(b, 4 * (col + 1) + k, 32);
+    d0 = fma(ak, b0, d0);
+    d1 = fma(ak, b1, d1);
+  }
 #endif
 }
 
