@@ -117,10 +117,11 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("kernel", ["segments:8", "tiles", "mma", "segments+seg-rows1", "segments+seg-rows2"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
-    (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build) and the tile kernel (33-64
-    rows; k = 29 takes another kernel), and warp-wide segments with strided or blocked rows
-    (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane), divide where a reciprocal would
-    not do."""
+    (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build), the tile kernel (33-64
+    rows; k = 29 takes another kernel), the tensor-core kernel (float64 and complex128; its 8-row
+    diagonal blocks substituted by the dividing copy), and warp-wide segments with strided or
+    blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane), divide where a
+    reciprocal would not do."""
     kernel, *options = kernel.split("+")
     name, _, lanes = kernel.partition(":")
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)

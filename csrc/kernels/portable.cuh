@@ -162,8 +162,8 @@ inline DeviceInfo current_device_info() {
     (void)hipDeviceGetAttribute(&info.warp_size, hipDeviceAttributeWarpSize, dev);
 #else
     (void)cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
-    (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);
     (void)cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);  // (last: marks the entry filled)
 #endif
     if (info.multiprocessors <= 0) info.multiprocessors = 80;
     if (info.warp_size <= 0) info.warp_size = 32;

@@ -1213,10 +1213,11 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, where the
-  // tensor-core kernel is missing (before sm_80), for large complex128 batches of 49-64 rows with A
-  // broadcast over the batch and 64 columns or more per matrix, or 128 columns or more, where it
-  // beat the 8-lane segment kernel on the H200 (see small_solve_tiles_kernel; measured at 64 rows,
-  // batch 4096). Kept off AMD, where it was not measured.
+  // tensor-core kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set), for large
+  // complex128 batches of 49-64 rows with A broadcast over the batch and 64 columns or more per
+  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see
+  // small_solve_tiles_kernel; measured at 64 rows, batch 4096). Kept off AMD, where it was not
+  // measured.
   bool a_broadcast = p.bl.ndim > 0;
   for (int d = 0; d < p.bl.ndim; ++d) a_broadcast = a_broadcast && p.bl.stride[0][d] == 0;
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||

@@ -52,7 +52,7 @@ struct MatrixRef {
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
 // kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the launcher chooses
 // among the column and segment kernels). kMma: the FP64 tensor-core kernel (float64 and
-// complex128 on sm_80+; elsewhere the launcher's choice).
+// complex128 on sm_80+; other dtypes and GPUs fall through to the column or segment kernels).
 enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5,
                                kMma = 6 };
 
