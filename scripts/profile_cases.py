@@ -38,6 +38,9 @@ def cases(all_kernels):
                 yield f"single m={m} n={n} {d} {kernel}", d, (), m, n, False, kernel
         for kernel in TILES:
             yield f"single m=64 n=4096 {d} {kernel}", d, (), 64, 4096, False, kernel
+        for kernel in MMA if d in ("f64", "c128") else ():
+            for n in (64, 4096):
+                yield f"single m=64 n={n} {d} {kernel}", d, (), 64, n, False, kernel
         for rows in SEGMENT_ROWS:  # warp-wide segments, strided or blocked rows (single solves)
             for m, n, unit in ((64, 64, False), (64, 64, True), (64, 1, False), (48, 64, False), (32, 64, False),
                                (24, 16, False)):

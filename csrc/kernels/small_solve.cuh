@@ -992,14 +992,24 @@ __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b)
 #endif
 }
 
-// acc -= a b on the tensor cores, a and b one lane's operands (a from L, b from X).
+// acc += a b and acc -= a b on the tensor cores, a and b one lane's operands (a: A, b: B).
+__device__ __forceinline__ void mma_add(double (&acc)[2], double a, double b) { dmma(acc[0], acc[1], a, b); }
+__device__ __forceinline__ void mma_add(complex<double> (&acc)[2], complex<double> a, complex<double> b) {
+  dmma(acc[0].re, acc[1].re, a.re, b.re);  // re += a.re b.re - a.im b.im
+  dmma(acc[0].re, acc[1].re, a.im, -b.im);
+  dmma(acc[0].im, acc[1].im, a.re, b.im);  // im += a.re b.im + a.im b.re
+  dmma(acc[0].im, acc[1].im, a.im, b.re);
+}
 __device__ __forceinline__ void mma_subtract(double (&acc)[2], double a, double b) { dmma(acc[0], acc[1], a, -b); }
 __device__ __forceinline__ void mma_subtract(complex<double> (&acc)[2], complex<double> a, complex<double> b) {
-  dmma(acc[0].re, acc[1].re, a.re, -b.re);  // re -= a.re b.re - a.im b.im
-  dmma(acc[0].re, acc[1].re, a.im, b.im);
-  dmma(acc[0].im, acc[1].im, a.re, -b.im);  // im -= a.re b.im + a.im b.re
-  dmma(acc[0].im, acc[1].im, a.im, -b.re);
+  mma_add(acc, a, complex<double>(-b.re, -b.im));
 }
+
+__device__ __forceinline__ bool is_finite(double v) { return isfinite(v); }
+__device__ __forceinline__ bool is_finite(complex<double> v) { return isfinite(v.re) && isfinite(v.im); }
+
+// Index in an 8x8 block of MmaLayout (A-operand order) of the element at row i, column k.
+__host__ __device__ constexpr int mma_block_at(int i, int k) { return k / 4 * 32 + i * 4 + k % 4; }
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
 // Eight warps: 2 (128 registers; complex128 at 64 rows spills some); four: 4, or 3 for complex128
@@ -1008,9 +1018,53 @@ template <typename T, int M, int kWarps> constexpr int mma_min_blocks() {
   return kWarps == 8 ? 2 : sizeof(T) >= 16 && M == 64 ? 3 : 4;
 }
 
-// The tensor-core kernel's solve of one warp's columns, held in acc (see small_solve_mma_kernel),
-// stored to X as each row block is done. kExact: some pivot needs a true division; kUnit: a unit
-// diagonal (separate instantiations, so that the hot loop carries no code of the other cases).
+// Substitution of one 8x8 diagonal block D (MmaLayout block; R its pivots' reciprocals) in a warp's
+// registers: a[h] holds row q = lane / 4, column 2 (lane % 4) + h of the block's right-hand sides
+// (the m8n8k4 accumulator layout), and is overwritten by the solution. Row r is scaled by its
+// reciprocal (kExact: divided where the reciprocal would not do), shuffled to the lanes of the rows
+// below, which subtract L(q, r) x_r, in increasing r.
+template <typename T, bool kExact, bool kUnit>
+__device__ __forceinline__ void mma_diagonal_block(T (&a)[2], const T* D, const T* R, int q, int c4) {
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    T x[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      T v = a[h];
+      if constexpr (kExact)
+        v = divide_by_pivot(v, D[mma_block_at(r, r)], R[r]);
+      else if constexpr (!kUnit)
+        v = v * R[r];
+      x[h] = shfl(v, 4 * r + c4, 32);
+    }
+    const T l = D[mma_block_at(q, r)];  // (read by the rows q > r only)
+    if (q == r) {
+      a[0] = x[0];
+      a[1] = x[1];
+    } else if (q > r) {
+      a[0] = fms(a[0], l, x[0]);
+      a[1] = fms(a[1], l, x[1]);
+    }
+  }
+}
+
+// The B operands (k-steps s = 0, 1) of an 8x8 block held in the accumulator layout: lane l takes
+// row 4 s + l % 4, column l / 4, held by lane 4 (4 s + l % 4) + (l / 4) / 2.
+template <typename T>
+__device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q, int c4) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int src = 4 * (4 * s + c4) + q / 2;
+    const T v0 = shfl(a[0], src, 32), v1 = shfl(a[1], src, 32);
+    b[s] = (q & 1) ? v1 : v0;
+  }
+}
+
+// The substitution of one warp's columns, held in acc (see small_solve_mma_kernel), stored to X
+// as each row block is done: each diagonal block solved in registers (mma_diagonal_block), the
+// blocks below updated on the tensor cores, acc(rb) -= L(rb, kb) X(kb). The kernel's path for
+// tasks whose pivots need a true division or whose inputs are not all finite (kExact), where
+// multiplying by inverses would not give a substitution's results.
 template <typename T, int M, bool kExact, bool kUnit>
 __device__ __forceinline__ void mma_substitute(T (&acc)[M / 8][2], const T* Ls, const T* Rs, int lane,
                                                const SolveProblem<T>& p, T* X, int64_t jl) {
@@ -1019,43 +1073,14 @@ __device__ __forceinline__ void mma_substitute(T (&acc)[M / 8][2], const T* Ls, 
   const int q = lane / 4, c4 = lane % 4, m = static_cast<int>(p.m);
 #pragma unroll
   for (int kb = 0; kb < kRB; ++kb) {
-    // The diagonal block: row r's lanes scale it, a shuffle brings x_r (my two columns) from
-    // lane 4 r + c4, the rows below subtract L(q, r) x_r.
-    const T* D = Ls + Layout::block(kb, kb);
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      T x[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        T v = acc[kb][h];
-        if constexpr (kExact)
-          v = divide_by_pivot(v, D[r / 4 * 32 + r * 4 + r % 4], Rs[8 * kb + r]);
-        else if constexpr (!kUnit)
-          v = v * Rs[8 * kb + r];
-        x[h] = shfl(v, 4 * r + c4, 32);
-      }
-      const T l = D[r / 4 * 32 + q * 4 + r % 4];  // (read by the rows q > r only)
-      if (q == r) {
-        acc[kb][0] = x[0];
-        acc[kb][1] = x[1];
-      } else if (q > r) {
-        acc[kb][0] = fms(acc[kb][0], l, x[0]);
-        acc[kb][1] = fms(acc[kb][1], l, x[1]);
-      }
-    }
+    mma_diagonal_block<T, kExact, kUnit>(acc[kb], Ls + Layout::block(kb, kb), Rs + 8 * kb, q, c4);
     const int row = 8 * kb + q;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = acc[kb][h];
     if (kb + 1 < kRB) {
-      // B operands of X(kb): lane l takes row 4 s + c4, column q, held by lane 4 (4 s + c4) + q / 2.
       T b[2];
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const int src = 4 * (4 * s + c4) + q / 2;
-        const T v0 = shfl(acc[kb][0], src, 32), v1 = shfl(acc[kb][1], src, 32);
-        b[s] = (q & 1) ? v1 : v0;
-      }
+      mma_b_operands(b, acc[kb], q, c4);
       // The row blocks below, innermost: consecutive products are independent.
 #pragma unroll
       for (int s = 0; s < 2; ++s)
@@ -1065,15 +1090,93 @@ __device__ __forceinline__ void mma_substitute(T (&acc)[M / 8][2], const T* Ls, 
   }
 }
 
+// Replaces a staged triangle by what the inverse-based solve multiplies with: each diagonal block
+// L(d, d) by its inverse, into Is (MmaLayout blocks, d at 64 d), and each block below it,
+// L(rb, kb), by W(rb, kb) = L(rb, kb) L(kb, kb)^-1, in place in Ls. The inverses are the
+// substitution of the identity (mma_diagonal_block), W a product on the tensor cores; warp w of
+// kWarps takes the blocks w, w + kWarps, ... Returns false when some entry of an inverse or a W is
+// not finite (Ls then holds a mixture: the caller stages L again and substitutes). Barriers: every
+// thread of the block calls it.
+template <typename T, int M, int kWarps, bool kUnit>
+__device__ bool mma_fold_inverses(T* Ls, T* Is, const T* Rs, int* bad, int w, int lane) {
+  using Layout = MmaLayout<M>;
+  constexpr int kRB = M / 8;
+  constexpr int kPairs = kRB * (kRB - 1) / 2;
+  const int q = lane / 4, c4 = lane % 4;
+  bool ok = true;
+#pragma unroll 1
+  for (int d = w; d < kRB; d += kWarps) {
+    T a[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) a[h] = T(q == 2 * c4 + h ? 1 : 0);
+    mma_diagonal_block<T, false, kUnit>(a, Ls + Layout::block(d, d), Rs + 8 * d, q, c4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ok = ok && is_finite(a[h]);
+      Is[64 * d + mma_block_at(q, 2 * c4 + h)] = a[h];
+    }
+  }
+  __syncthreads();  // the inverses are in Is
+  int rb = 1, kb = w;  // the pairs (rb, kb > rb) in order of MmaLayout::block, from the w-th
+  while (kb >= rb) kb -= rb++;
+#pragma unroll 1
+  for (int pi = w; pi < kPairs; pi += kWarps) {
+    T* blk = Ls + Layout::block(rb, kb);
+    T wk[2] = {T(0), T(0)};
+#pragma unroll
+    for (int s = 0; s < 2; ++s)  // B(k, n) = inverse(4 s + k, n): lane l takes k = l % 4, n = l / 4
+      mma_add(wk, blk[s * 32 + lane], Is[64 * kb + mma_block_at(4 * s + c4, q)]);
+    warp_sync();  // the warp has read its block of L
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ok = ok && is_finite(wk[h]);
+      blk[mma_block_at(q, 2 * c4 + h)] = wk[h];
+    }
+    for (kb += kWarps; kb >= rb; kb -= rb++) {
+    }
+  }
+  if (!ok) *bad = 1;
+  __syncthreads();  // the W are in Ls, and the flag set
+  return *bad == 0;
+}
+
+// The inverse-based solve of one warp's columns, held in acc, after mma_fold_inverses: for each
+// row block kb, with r = acc(kb) (its right-hand sides minus the earlier blocks' contributions)
+// as B operands, X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, both on
+// the tensor cores; X(kb) is stored to X.
+template <typename T, int M>
+__device__ __forceinline__ void mma_solve_inverses(T (&acc)[M / 8][2], const T* Ls, const T* Is, int lane,
+                                                   const SolveProblem<T>& p, T* X, int64_t jl) {
+  using Layout = MmaLayout<M>;
+  constexpr int kRB = M / 8;
+  const int q = lane / 4, c4 = lane % 4, m = static_cast<int>(p.m);
+#pragma unroll
+  for (int kb = 0; kb < kRB; ++kb) {
+    T b[2];
+    mma_b_operands(b, acc[kb], q, c4);
+    T x[2] = {T(0), T(0)};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) mma_add(x, Is[64 * kb + s * 32 + lane], b[s]);
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+    const int row = 8 * kb + q;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = x[h];
+  }
+}
+
 template <typename T, int M, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32, (mma_min_blocks<T, M, kWarps>()))
 small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
   using Layout = MmaLayout<M>;
-  constexpr int kThreads = kWarps * 32;
   constexpr int kRB = M / 8;
   __shared__ T Ls[Layout::kSize];
+  __shared__ T Is[64 * kRB];
   __shared__ T Rs[M];
-  __shared__ int exact;
+  __shared__ int exact, bad;
   const int tid = static_cast<int>(threadIdx.x);
   const int w = tid / 32, lane = tid % 32, q = lane / 4, c4 = lane % 4;
   const int m = static_cast<int>(p.m);
@@ -1093,24 +1196,32 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
         const int row = 8 * rb + q;
         acc[rb][h] = (row < m && jl + h < p.n) ? B[row * p.b.row + (jl + h) * p.b.col] : T(0);  // alpha: below
       }
-    __syncthreads();  // the previous task is done with Ls
-    if (tid == 0) exact = 0;
-    __syncthreads();  // exact is cleared
-    load_packed_triangle<T, M, kThreads, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
-    __syncthreads();
-    const bool exact_task = exact != 0;
+    __syncthreads();  // the previous task is done with Ls, Is and the flags
+    if (tid == 0) exact = bad = 0;
+    __syncthreads();  // the flags are cleared
+    load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    bool finite_b = true;
 #pragma unroll
     for (int rb = 0; rb < kRB; ++rb)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) acc[rb][h] = p.alpha * acc[rb][h];
+      for (int h = 0; h < 2; ++h) {
+        acc[rb][h] = p.alpha * acc[rb][h];
+        finite_b = finite_b && is_finite(acc[rb][h]);
+      }
+    if (!finite_b) exact = 1;  // inf / nan spread as a substitution spreads them
+    __syncthreads();
     T* X = p.X + off[2];
-
-    if (exact_task)
-      mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
-    else if (p.unit)
-      mma_substitute<T, M, false, true>(acc, Ls, Rs, lane, p, X, jl);
-    else
-      mma_substitute<T, M, false, false>(acc, Ls, Rs, lane, p, X, jl);
+    if (exact == 0 && (p.unit ? mma_fold_inverses<T, M, kWarps, true>(Ls, Is, Rs, &bad, w, lane)
+                              : mma_fold_inverses<T, M, kWarps, false>(Ls, Is, Rs, &bad, w, lane))) {
+      mma_solve_inverses<T, M>(acc, Ls, Is, lane, p, X, jl);
+      continue;
+    }
+    if (bad) {  // (rare: an inverse or W overflowed; Ls holds some W) L again, to substitute
+      __syncthreads();  // every thread has read the flag
+      load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+      __syncthreads();
+    }
+    mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
   }
 }
 
