@@ -69,8 +69,8 @@ def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "mma4"
-    (HSMA_TRSM_MMA_WARPS=4: four warps per block of the tensor-core kernel) or a small
+    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "mma4" /
+    "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel) or a small
     kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
@@ -81,8 +81,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part in ("rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
-        elif part == "mma4":
-            os.environ["HSMA_TRSM_MMA_WARPS"] = "4"
+        elif part in ("mma4", "mma8"):
+            os.environ["HSMA_TRSM_MMA_WARPS"] = part[3:]
         elif part.startswith("seg-rows"):
             os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
         elif part != "auto":
