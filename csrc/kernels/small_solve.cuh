@@ -1168,19 +1168,20 @@ __device__ __forceinline__ void mma_solve_inverses(T (&acc)[M / 8][2], const T* 
   }
 }
 
-template <typename T, int M, int kWarps>
+template <typename T, int M, int kWarps, bool kFold>
 __global__ void __launch_bounds__(kWarps * 32, (mma_min_blocks<T, M, kWarps>()))
 small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
   using Layout = MmaLayout<M>;
   constexpr int kRB = M / 8;
   __shared__ T Ls[Layout::kSize];
-  __shared__ T Is[64 * kRB];
+  __shared__ T Is[kFold ? 64 * kRB : 1];
   __shared__ T Rs[M];
   __shared__ int exact, bad;
   const int tid = static_cast<int>(threadIdx.x);
   const int w = tid / 32, lane = tid % 32, q = lane / 4, c4 = lane % 4;
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
+  int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
@@ -1199,29 +1200,43 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
     __syncthreads();  // the previous task is done with Ls, Is and the flags
     if (tid == 0) exact = bad = 0;
     __syncthreads();  // the flags are cleared
-    load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    const bool reuse = kFold && off[0] == held;  // (block-uniform)
+    if (!reuse)
+      load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
     bool finite_b = true;
 #pragma unroll
     for (int rb = 0; rb < kRB; ++rb)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         acc[rb][h] = p.alpha * acc[rb][h];
-        finite_b = finite_b && is_finite(acc[rb][h]);
+        if constexpr (kFold) finite_b = finite_b && is_finite(acc[rb][h]);
       }
     if (!finite_b) exact = 1;  // inf / nan spread as a substitution spreads them
     __syncthreads();
     T* X = p.X + off[2];
-    if (exact == 0 && (p.unit ? mma_fold_inverses<T, M, kWarps, true>(Ls, Is, Rs, &bad, w, lane)
-                              : mma_fold_inverses<T, M, kWarps, false>(Ls, Is, Rs, &bad, w, lane))) {
-      mma_solve_inverses<T, M>(acc, Ls, Is, lane, p, X, jl);
-      continue;
+    if constexpr (kFold) {
+      if (exact == 0 && (reuse || (p.unit ? mma_fold_inverses<T, M, kWarps, true>(Ls, Is, Rs, &bad, w, lane)
+                                          : mma_fold_inverses<T, M, kWarps, false>(Ls, Is, Rs, &bad, w, lane)))) {
+        held = off[0];
+        mma_solve_inverses<T, M>(acc, Ls, Is, lane, p, X, jl);
+        continue;
+      }
+      if (reuse || bad) {  // Ls holds W (rare: B not finite, or an inverse or W overflowed): L again
+        __syncthreads();   // every thread has read the flags
+        load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid,
+                                                        [] { __syncthreads(); });
+        __syncthreads();
+      }
+      held = -1;
+      mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
+    } else {
+      if (exact)
+        mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
+      else if (p.unit)
+        mma_substitute<T, M, false, true>(acc, Ls, Rs, lane, p, X, jl);
+      else
+        mma_substitute<T, M, false, false>(acc, Ls, Rs, lane, p, X, jl);
     }
-    if (bad) {  // (rare: an inverse or W overflowed; Ls holds some W) L again, to substitute
-      __syncthreads();  // every thread has read the flag
-      load_packed_triangle<T, M, kWarps * 32, Layout>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
-      __syncthreads();
-    }
-    mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
   }
 }
 
@@ -1233,19 +1248,33 @@ inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_ma
 // 418: 161 registers and 3 blocks per multiprocessor against 128 with spills and 2), else eight
 // (64 columns per task), unless forced (p.mma_warps).
 template <typename T, int M>
-hsmaError_t launch_mma(const SolveProblem<T>& p, hsmaStream_t stream) {
+hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 8, kNarrow = 4;
   const bool narrow = p.n <= kNarrow * 8 || (sizeof(T) >= 16 && M == 64);
   const int warps = p.mma_warps ? p.mma_warps : narrow ? kNarrow : kWide;
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
-  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  if (warps == kNarrow)
-    small_solve_mma_kernel<T, M, kNarrow><<<grid, kNarrow * 32, 0, stream>>>(p, ntiles);
-  else
-    small_solve_mma_kernel<T, M, kWide><<<grid, kWide * 32, 0, stream>>>(p, ntiles);
-  return hsmaGetLastError();
+  // One A for every task (a single solve, or A broadcast over the batch): the folding kernel on a
+  // grid of the blocks that fit at once, so that each block inverts and folds A once.
+  bool a_shared = true;
+  for (int d = 0; d < p.bl.ndim; ++d) a_shared = a_shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
+  auto run = [&](auto kernel, int threads) {
+    int64_t grid = ntasks;
+    if (a_shared) {
+      int per_sm = 0;
+      if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != hsmaSuccess || per_sm < 1)
+        per_sm = 1;
+      grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
+    }
+    kernel<<<static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream>>>(p, ntiles);
+    return hsmaGetLastError();
+  };
+  if (a_shared)
+    return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, true>, kNarrow * 32)
+                            : run(small_solve_mma_kernel<T, M, kWide, true>, kWide * 32);
+  return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, false>, kNarrow * 32)
+                          : run(small_solve_mma_kernel<T, M, kWide, false>, kWide * 32);
 }
 
 // Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
@@ -1344,8 +1373,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                             (p.kernel == SmallKernel::kAuto && std::is_same_v<T, complex<double>> && p.m > 48 &&
                              !few_columns && p.segment_lanes == 0 && p.column_rows == 0);
     if (mma_wanted && mma_supported(dev)) {
-      if (p.m <= 32) return launch_mma<T, 32>(p, stream);
-      return launch_mma<T, 64>(p, stream);
+      if (p.m <= 32) return launch_mma<T, 32>(p, dev, stream);
+      return launch_mma<T, 64>(p, dev, stream);
     }
   }
   if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
