@@ -313,6 +313,8 @@ SWEEP = [
                  id="small-mma-c128"),
     pytest.param(20, (2,), 13, False, True, "T", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
                  id="small-mma-f64"),
+    pytest.param(64, (), 200, True, False, "N", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+                 id="small-mma-fold-c128"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

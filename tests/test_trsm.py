@@ -482,8 +482,9 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
-# through to the column or segment kernels), 8-row blocks padded to 32 or 64 rows; "+mma4" with
-# four warps per block. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
+# through to the column or segment kernels), 8-row blocks padded to 32 or 64 rows, substituting
+# where A is batched and multiplying by folded inverses where one A serves the call (the unbatched
+# shapes); "+mma4" with four warps per block. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
 # through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).

@@ -940,7 +940,7 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   return hsmaGetLastError();
 }
 
-// Tensor-core kernel (float64 and complex128 batches of many columns, sm_80+): a blocked
+// Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
 // right-looking substitution over 8-row blocks whose updates run on the FP64 tensor cores
 // (mma.sync m8n8k4), so that an element of L read from shared memory serves 8 columns at once.
 // The 8-lane segment kernel reads one element per column and multiply-add: at batch 4096 of 64x64
@@ -956,6 +956,19 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
 //     updates every row block below on the tensor cores, acc(rb) -= L(rb, kb) X(kb) (two k-steps
 //     of 4). Complex128 splits each product into four real ones. Each x_i subtracts the blocks
 //     L(i, kb) X(kb) in increasing kb, then L(i, k) x_k within its own block in increasing k.
+//   - kFold (one A for every task: a single solve, A broadcast over the batch; the launcher then
+//     sizes the grid to the blocks that fit at once): the block inverts A's diagonal blocks and
+//     replaces each block below by W(rb, kb) = L(rb, kb) L(kb, kb)^-1 once (mma_fold_inverses),
+//     and reuses them for all its later tasks, whose solve is then products only:
+//     X(kb) = L(kb, kb)^-1 r(kb), acc(rb) -= W(rb, kb) r(kb) (mma_solve_inverses). Multiplying by
+//     inverses is the blocked TRSM of the large path (the paper's, LAPACK-style inverted diagonal
+//     blocks): not a substitution's rounding, within its error bound for these 8x8 blocks. Tasks
+//     whose pivots need a true division, whose B holds inf or nan, or whose inverses or W would
+//     not be finite substitute instead (with L staged again), so that IEEE special values spread
+//     as in the other kernels. On the H200 (batch 4096 of 64x64, A broadcast) it took complex128
+//     from 412 to 240 us and float64 from 130 (column kernel) to 103 us; with A batched, where
+//     each task must fold its own A, it lost (complex128 451 vs 421 us, float64 153 vs 133:
+//     profile_cases_..._mma-inverse.csv), so batched A keeps the substitution.
 template <int M>
 struct MmaLayout {
   static_assert(M % 8 == 0, "MmaLayout: whole 8-row blocks");
@@ -1243,22 +1256,29 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
 // The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
 inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
 
-// Four warps (32 columns per task) for B of at most 32 columns and for complex128 at 64 rows
-// (H200, batches of 4096 64x64: 421 vs 444 us, 128 unit columns 764 vs 874, A broadcast 412 vs
-// 418: 161 registers and 3 blocks per multiprocessor against 128 with spills and 2), else eight
-// (64 columns per task), unless forced (p.mma_warps).
+// Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
+template <typename T> bool shares_a(const SolveProblem<T>& p) {
+  bool shared = true;
+  for (int d = 0; d < p.bl.ndim; ++d) shared = shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
+  return shared;
+}
+
+// Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (H200,
+// batches of 4096 64x64: 421 vs 444 us, 128 unit columns 764 vs 874, A broadcast 240 vs 284:
+// 161-168 registers and 3 blocks per multiprocessor against 128 with spills and 2) and for A
+// broadcast over a batch (float64 batch 4096 of 64x64: 103 vs 108 us), else eight (64 columns
+// per task; float64 64x4096: 7.8 vs 9.6 us), unless forced (p.mma_warps). Where one A serves every
+// task (shares_a) the folding kernel runs on a grid of the blocks that fit at once, so that each
+// block inverts and folds A once for all its tasks.
 template <typename T, int M>
 hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 8, kNarrow = 4;
-  const bool narrow = p.n <= kNarrow * 8 || (sizeof(T) >= 16 && M == 64);
+  const bool a_shared = shares_a(p);
+  const bool narrow = p.n <= kNarrow * 8 || (sizeof(T) >= 16 && M == 64) || (a_shared && p.batch > 1);
   const int warps = p.mma_warps ? p.mma_warps : narrow ? kNarrow : kWide;
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
-  // One A for every task (a single solve, or A broadcast over the batch): the folding kernel on a
-  // grid of the blocks that fit at once, so that each block inverts and folds A once.
-  bool a_shared = true;
-  for (int d = 0; d < p.bl.ndim; ++d) a_shared = a_shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
   auto run = [&](auto kernel, int threads) {
     int64_t grid = ntasks;
     if (a_shared) {
@@ -1365,13 +1385,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                              p.m > 48 && p.segment_lanes == 0 && p.n >= 64 && (a_broadcast || p.n >= 128) &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
-    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), and for complex128 solves
-    // of 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane
-    // segment and tile kernels on the H200 (small_solve_mma_kernel); not for float64 (batch 4096
-    // of 64x64: 172 vs 133 us for the column kernel) or complex128 at 32 rows (196 vs 130 us).
+    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
+    // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
+    // and tile kernels on the H200 (small_solve_mma_kernel), and for float64 ones of 49-64 rows
+    // with one A for every task and 64 columns or more per matrix (shares_a: A broadcast, batch
+    // 4096 of 64x64 103 vs 130 us for the column kernel; a single 64x4096 solve 7.8 vs 10.7 us;
+    // narrower B were not measured). Not for float64 with A batched (batch
+    // 4096 of 64x64: 153 vs 133 us with inverses, 172 vs 133 substituting) or complex128 at 32
+    // rows (196 vs 130 us).
     const bool mma_wanted = p.kernel == SmallKernel::kMma ||
-                            (p.kernel == SmallKernel::kAuto && std::is_same_v<T, complex<double>> && p.m > 48 &&
-                             !few_columns && p.segment_lanes == 0 && p.column_rows == 0);
+                            (p.kernel == SmallKernel::kAuto && p.m > 48 && !few_columns && p.segment_lanes == 0 &&
+                             p.column_rows == 0 && (std::is_same_v<T, complex<double>> || (p.n >= 64 && shares_a(p))));
     if (mma_wanted && mma_supported(dev)) {
       if (p.m <= 32) return launch_mma<T, 32>(p, dev, stream);
       return launch_mma<T, 64>(p, dev, stream);
