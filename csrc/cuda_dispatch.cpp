@@ -198,6 +198,14 @@ int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64
 // ablations, tests).
 int mma_warps_choice() { return option_choice("HSMA_TRSM_MMA_WARPS", {4, 8}); }
 
+// HSMA_TRSM_MMA_FOLD=0|1 forces whether the tensor-core kernel folds A's inverses (1) or
+// substitutes (0) where A is batched (ablations, tests); -1 when unset: the launcher's choice.
+int mma_fold_choice() {
+  const char* env = std::getenv("HSMA_TRSM_MMA_FOLD");
+  if (env == nullptr || *env == '\0') return -1;
+  return option_choice("HSMA_TRSM_MMA_FOLD", {0, 1}) == 1 ? 1 : std::string(env) == "0" ? 0 : -1;
+}
+
 // HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
 // (ablations).
 bool async_copy_choice() {
@@ -251,6 +259,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_rows = segment_rows_choice();
     p.column_rows = column_rows_choice();
     p.mma_warps = mma_warps_choice();
+    p.mma_fold = mma_fold_choice();
     p.async_copy = async_copy_choice();
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one

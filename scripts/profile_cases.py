@@ -62,7 +62,7 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_MMA_WARPS")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD")
 
 
 def set_variant(spec):
@@ -70,7 +70,8 @@ def set_variant(spec):
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
     columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "mma4" /
-    "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel) or a small
+    "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel), "fold0" / "fold1"
+    (HSMA_TRSM_MMA_FOLD: with A batched it substitutes / folds inverses) or a small
     kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
     for key in VARIANT_ENV:
         os.environ.pop(key, None)
@@ -83,6 +84,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
         elif part in ("mma4", "mma8"):
             os.environ["HSMA_TRSM_MMA_WARPS"] = part[3:]
+        elif part in ("fold0", "fold1"):
+            os.environ["HSMA_TRSM_MMA_FOLD"] = part[4:]
         elif part.startswith("seg-rows"):
             os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
         elif part != "auto":

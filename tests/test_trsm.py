@@ -527,23 +527,25 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k,unit,trans", [(64, False, "N"), (57, True, "C"), (20, False, "T")])
-def test_mma_shared_triangle_reused(device, dtype, k, unit, trans, monkeypatch, gen):
-    """The tensor-core kernel with one A for a batch (A broadcast): more tasks than blocks, so each
-    block inverts and folds A once and reuses it for its later tasks. A task with inf or nan in B
+@pytest.mark.parametrize("shared", [True, False], ids=["bcastA", "batchedA"])
+def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, monkeypatch, gen):
+    """The tensor-core kernel folding A's inverses, with more tasks than blocks: with one A for the
+    batch (A broadcast) each block folds A once and reuses it for all its tasks; with A batched
+    (several column tiles per matrix) once per matrix for its tiles. A task with inf or nan in B
     stages L again and substitutes, and the block's next task folds again: the finite systems
     match the reference, the poisoned ones the non-finite pattern of a substitution (the segment
     kernel)."""
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "mma")
-    batch, n = 3000, 40
-    A = make_triangular(k, dtype=dtype, unit=unit, device=device, gen=gen)
+    batch, n = 1200, 72
+    A = make_triangular(k, batch=() if shared else (batch,), dtype=dtype, unit=unit, device=device, gen=gen)
     B = make_rhs((batch, k, n), dtype=dtype, device=device, gen=gen)
-    poisoned = {5: (7, 3, float("inf")), 1400: (k // 3, 33, float("nan")), 2999: (k - 1, n - 1, float("inf"))}
+    poisoned = {5: (7, 3, float("inf")), 600: (k // 3, 33, float("nan")), 1199: (k - 1, n - 1, float("inf"))}
     for i, (r, c, v) in poisoned.items():
         B[i, min(r, k - 1), c] = v
     kw = dict(upper=False, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
     X = torch.ops.hsma.trsm(A, B, **kw)
     clean = torch.tensor([i for i in range(batch) if i not in poisoned], device=device)
-    check_solution(X[clean], A, B[clean], **kw, dtype=dtype, device=device)
+    check_solution(X[clean], A if shared else A[clean], B[clean], **kw, dtype=dtype, device=device)
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
     Y = torch.ops.hsma.trsm(A, B, **kw)
     for i in poisoned:

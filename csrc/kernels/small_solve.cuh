@@ -1195,8 +1195,13 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
+  // kFold: block b takes a contiguous range of tasks, so that the column tiles of one A follow each
+  // other in a block (task = batch entry * ntiles + tile); else grid-stride.
+  const int64_t chunk = kFold ? (ntasks + gridDim.x - 1) / gridDim.x : 1;
+  const int64_t first = kFold ? blockIdx.x * chunk : blockIdx.x, step = kFold ? 1 : gridDim.x;
+  const int64_t last = kFold && first + chunk < ntasks ? first + chunk : ntasks;
 
-  for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
+  for (int64_t task = first; task < last; task += step) {
     int64_t bidx, tile, off[3];
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
@@ -1279,9 +1284,10 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
+  const bool fold = a_shared || (ntiles > 1 && p.mma_fold != 0);
   auto run = [&](auto kernel, int threads) {
     int64_t grid = ntasks;
-    if (a_shared) {
+    if (fold) {
       int per_sm = 0;
       if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != hsmaSuccess || per_sm < 1)
         per_sm = 1;
@@ -1290,7 +1296,7 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
     kernel<<<static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream>>>(p, ntiles);
     return hsmaGetLastError();
   };
-  if (a_shared)
+  if (fold)
     return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, true>, kNarrow * 32)
                             : run(small_solve_mma_kernel<T, M, kWide, true>, kWide * 32);
   return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, false>, kNarrow * 32)
