@@ -956,8 +956,9 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
 //     updates every row block below on the tensor cores, acc(rb) -= L(rb, kb) X(kb) (two k-steps
 //     of 4). Complex128 splits each product into four real ones. Each x_i subtracts the blocks
 //     L(i, kb) X(kb) in increasing kb, then L(i, k) x_k within its own block in increasing k.
-//   - kFold (one A for every task: a single solve, A broadcast over the batch; the launcher then
-//     sizes the grid to the blocks that fit at once): the block inverts A's diagonal blocks and
+//   - kFold (one A for every task: a single solve, A broadcast over the batch; or several column
+//     tiles per matrix; the launcher then sizes the grid to the blocks that fit at once): the
+//     block inverts A's diagonal blocks and
 //     replaces each block below by W(rb, kb) = L(rb, kb) L(kb, kb)^-1 once (mma_fold_inverses),
 //     and reuses them for all its later tasks, whose solve is then products only:
 //     X(kb) = L(kb, kb)^-1 r(kb), acc(rb) -= W(rb, kb) r(kb) (mma_solve_inverses). Multiplying by
@@ -966,9 +967,12 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
 //     whose pivots need a true division, whose B holds inf or nan, or whose inverses or W would
 //     not be finite substitute instead (with L staged again), so that IEEE special values spread
 //     as in the other kernels. On the H200 (batch 4096 of 64x64, A broadcast) it took complex128
-//     from 412 to 240 us and float64 from 130 (column kernel) to 103 us; with A batched, where
-//     each task must fold its own A, it lost (complex128 451 vs 421 us, float64 153 vs 133:
-//     profile_cases_..._mma-inverse.csv), so batched A keeps the substitution.
+//     from 412 to 240 us and float64 from 130 (column kernel) to 103 us. With A batched the
+//     launcher folds where a matrix has several column tiles, each block taking a contiguous
+//     range of tasks so that one fold serves all tiles of a matrix (complex128 batch 4096 of
+//     64x64, two tiles: 380 vs 421 us; linear attention, 128 unit columns: 595 vs 764 us); with
+//     one fold per task it lost (complex128 451 vs 421 us, float64 153 vs 133:
+//     profile_cases_..._mma-inverse.csv), so one tile per matrix keeps the substitution.
 template <int M>
 struct MmaLayout {
   static_assert(M % 8 == 0, "MmaLayout: whole 8-row blocks");
@@ -1183,7 +1187,7 @@ __device__ __forceinline__ void mma_solve_inverses(T (&acc)[M / 8][2], const T* 
 
 template <typename T, int M, int kWarps, bool kFold>
 __global__ void __launch_bounds__(kWarps * 32, (mma_min_blocks<T, M, kWarps>()))
-small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
+small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   using Layout = MmaLayout<M>;
   constexpr int kRB = M / 8;
   __shared__ T Ls[Layout::kSize];
@@ -1195,11 +1199,13 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles) {
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
-  // kFold: block b takes a contiguous range of tasks, so that the column tiles of one A follow each
-  // other in a block (task = batch entry * ntiles + tile); else grid-stride.
-  const int64_t chunk = kFold ? (ntasks + gridDim.x - 1) / gridDim.x : 1;
-  const int64_t first = kFold ? blockIdx.x * chunk : blockIdx.x, step = kFold ? 1 : gridDim.x;
-  const int64_t last = kFold && first + chunk < ntasks ? first + chunk : ntasks;
+  // contiguous (kFold with A batched): block b takes a contiguous range of tasks, so that the
+  // column tiles of one A follow each other in a block (task = batch entry * ntiles + tile); else
+  // grid-stride (with one A for all tasks it was faster: H200, A broadcast, 239 vs 251 us).
+  const bool chunked = kFold && contiguous;
+  const int64_t chunk = chunked ? (ntasks + gridDim.x - 1) / gridDim.x : 1;
+  const int64_t first = chunked ? blockIdx.x * chunk : blockIdx.x, step = chunked ? 1 : gridDim.x;
+  const int64_t last = chunked && first + chunk < ntasks ? first + chunk : ntasks;
 
   for (int64_t task = first; task < last; task += step) {
     int64_t bidx, tile, off[3];
@@ -1273,8 +1279,9 @@ template <typename T> bool shares_a(const SolveProblem<T>& p) {
 // 161-168 registers and 3 blocks per multiprocessor against 128 with spills and 2) and for A
 // broadcast over a batch (float64 batch 4096 of 64x64: 103 vs 108 us), else eight (64 columns
 // per task; float64 64x4096: 7.8 vs 9.6 us), unless forced (p.mma_warps). Where one A serves every
-// task (shares_a) the folding kernel runs on a grid of the blocks that fit at once, so that each
-// block inverts and folds A once for all its tasks.
+// task (shares_a) or a matrix has several column tiles (unless p.mma_fold = 0) the folding kernel
+// runs on a grid of the blocks that fit at once, so that each block inverts and folds an A once
+// for all its tasks of that A.
 template <typename T, int M>
 hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 8, kNarrow = 4;
@@ -1293,7 +1300,8 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
         per_sm = 1;
       grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
     }
-    kernel<<<static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream>>>(p, ntiles);
+    kernel<<<static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream>>>(p, ntiles,
+                                                                                         fold && !a_shared);
     return hsmaGetLastError();
   };
   if (fold)
