@@ -198,8 +198,10 @@ int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64
 // ablations, tests).
 int mma_warps_choice() { return option_choice("HSMA_TRSM_MMA_WARPS", {4, 8}); }
 
-// HSMA_TRSM_MMA_FOLD=0|1 forces whether the tensor-core kernel folds A's inverses (1) or
-// substitutes (0) where A is batched (ablations, tests); -1 when unset: the launcher's choice.
+// HSMA_TRSM_MMA_FOLD=0|1 forces whether the tensor-core kernel folds A's inverses (1: also with one
+// column tile per matrix) or substitutes (0) where A is batched (ablations, tests); -1 when unset:
+// the launcher's choice (fold where a matrix has several column tiles). One A for every task is
+// always folded.
 int mma_fold_choice() {
   const char* env = std::getenv("HSMA_TRSM_MMA_FOLD");
   if (env == nullptr || *env == '\0') return -1;

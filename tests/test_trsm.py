@@ -556,6 +556,32 @@ def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, monke
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("shared", [True, False], ids=["bcastA", "batchedA"])
+def test_mma_fold_overflow_substitutes(device, dtype, shared, monkeypatch, gen):
+    """A triangle whose pivot reciprocals are usable but whose folded W overflows: pivot 3 is 1e-160
+    (reciprocal 1e160) and L(40, 3) is 1e160, so W = L(40.., 0..) L(0..7, 0..7)^-1 holds inf. The
+    tensor-core kernel must notice, stage L again and substitute (the rows of B and X at 3 are 0,
+    so the substitution multiplies the huge entries by exact zeros, while W would give inf * 0 =
+    nan). With A batched only system 7 has that triangle, between systems that fold."""
+    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "mma")
+    k, batch, n = 64, 600, 72
+    A = make_triangular(k, batch=() if shared else (batch,), dtype=dtype, device=device, gen=gen, fill=0.0)
+    T = A if shared else A[7]
+    T[3, :3] = 0
+    T[3, 3] = 1e-160
+    T[40, 3] = 1e160
+    Xt = make_rhs((batch, k, n), dtype=dtype, device=device, gen=gen)
+    Xt[:, 3, :] = 0
+    B = A @ Xt
+    X = torch.ops.hsma.trsm(A, B)
+    assert torch.isfinite(X).all()
+    check_solution(X, A, B, dtype=dtype, device=device)
+    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    torch.testing.assert_close(X, torch.ops.hsma.trsm(A, B), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
 def test_blocked_segments_match_strided(device, dtype, monkeypatch, gen):
     """Warp-wide segments with two contiguous rows per lane (HSMA_TRSM_SEGMENT_ROWS=2, CUDA's

@@ -1134,7 +1134,7 @@ __device__ bool mma_fold_inverses(T* Ls, T* Is, const T* Rs, int* bad, int w, in
     }
   }
   __syncthreads();  // the inverses are in Is
-  int rb = 1, kb = w;  // the pairs (rb, kb > rb) in order of MmaLayout::block, from the w-th
+  int rb = 1, kb = w;  // the pairs (rb, kb < rb) in order of MmaLayout::block, from the w-th
   while (kb >= rb) kb -= rb++;
 #pragma unroll 1
   for (int pi = w; pi < kPairs; pi += kWarps) {
@@ -1279,7 +1279,8 @@ template <typename T> bool shares_a(const SolveProblem<T>& p) {
 // 161-168 registers and 3 blocks per multiprocessor against 128 with spills and 2) and for A
 // broadcast over a batch (float64 batch 4096 of 64x64: 103 vs 108 us), else eight (64 columns
 // per task; float64 64x4096: 7.8 vs 9.6 us), unless forced (p.mma_warps). Where one A serves every
-// task (shares_a) or a matrix has several column tiles (unless p.mma_fold = 0) the folding kernel
+// task (shares_a), or a matrix has several column tiles (unless p.mma_fold = 0), or where forced
+// (p.mma_fold = 1: also one tile per matrix, each task folding its own A), the folding kernel
 // runs on a grid of the blocks that fit at once, so that each block inverts and folds an A once
 // for all its tasks of that A.
 template <typename T, int M>
@@ -1291,7 +1292,7 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
-  const bool fold = a_shared || (ntiles > 1 && p.mma_fold != 0);
+  const bool fold = a_shared || p.mma_fold == 1 || (ntiles > 1 && p.mma_fold != 0);
   auto run = [&](auto kernel, int threads) {
     int64_t grid = ntasks;
     if (fold) {
