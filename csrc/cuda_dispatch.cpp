@@ -190,6 +190,11 @@ int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8,
 // ablations, tests).
 int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2}); }
 
+// HSMA_TRSM_SEGMENT_STEPS=1|2|4|32 forces how many steps of the blocked substitution (warp-wide
+// segments with 2 rows per lane) one iteration of its loop takes; 32: fully unrolled (ablations,
+// tests).
+int segment_steps_choice() { return option_choice("HSMA_TRSM_SEGMENT_STEPS", {1, 2, 4, 32}); }
+
 // HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
 // registers at 33-64 rows (32: the split kernel; ablations, tests).
 int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64}); }
@@ -259,6 +264,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.kernel = small_kernel_choice();
     p.segment_lanes = segment_lanes_choice();
     p.segment_rows = segment_rows_choice();
+    p.segment_steps = segment_steps_choice();
     p.column_rows = column_rows_choice();
     p.mma_warps = mma_warps_choice();
     p.mma_fold = mma_fold_choice();

@@ -23,6 +23,7 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
 MMA = ("mma", "mma+mma4", "mma+mma8", "mma+fold0")  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma; mma4 / mma8: HSMA_TRSM_MMA_WARPS; fold0: HSMA_TRSM_MMA_FOLD=0)
 SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
+SEGMENT_STEPS = ("auto+steps1", "auto+steps2", "auto+steps4", "auto+steps32")  # HSMA_TRSM_SEGMENT_STEPS
 
 
 def cases(all_kernels):
@@ -41,7 +42,7 @@ def cases(all_kernels):
         for kernel in MMA if d in ("f64", "c128") else ():
             for n in (64, 4096):
                 yield f"single m=64 n={n} {d} {kernel}", d, (), 64, n, False, kernel
-        for rows in SEGMENT_ROWS:  # warp-wide segments, strided or blocked rows (single solves)
+        for rows in SEGMENT_ROWS + SEGMENT_STEPS:  # warp-wide segments: strided or blocked rows, loop steps
             for m, n, unit in ((64, 64, False), (64, 64, True), (64, 1, False), (48, 64, False), (32, 64, False),
                                (24, 16, False)):
                 yield f"single m={m} n={n}{' unit' if unit else ''} {d} {rows}", d, (), m, n, unit, rows
@@ -62,14 +63,15 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_SEGMENT_STEPS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "mma4" /
+    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
+    (HSMA_TRSM_SEGMENT_STEPS=N: steps per loop iteration of the blocked substitution), "mma4" /
     "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel), "fold0" / "fold1"
     (HSMA_TRSM_MMA_FOLD: with A batched it substitutes / folds inverses) or a small
     kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
@@ -88,6 +90,8 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_MMA_FOLD"] = part[4:]
         elif part.startswith("seg-rows"):
             os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
+        elif part.startswith("steps"):
+            os.environ["HSMA_TRSM_SEGMENT_STEPS"] = part[len("steps"):]
         elif part != "auto":
             name, _, lanes = part.partition(":")
             os.environ["HSMA_TRSM_SMALL_KERNEL"] = name

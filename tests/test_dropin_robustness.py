@@ -114,21 +114,26 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 41, 57, 64])
-@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "mma", "segments+seg-rows1", "segments+seg-rows2"])
+@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "mma", "segments+seg-rows1", "segments+seg-rows2",
+                                    "segments+seg-rows2+steps1", "segments+seg-rows2+steps4"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
     (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build), the tile kernel (33-64
     rows; k = 29 takes another kernel), the tensor-core kernel (float64 and complex128; its 8-row
     diagonal blocks substituted by the dividing copy), and warp-wide segments with strided or
-    blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane), divide where a
+    blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane; the blocked ones also
+    as a loop of 1 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS), divide where a
     reciprocal would not do."""
     kernel, *options = kernel.split("+")
     name, _, lanes = kernel.partition(":")
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
     if lanes:
         monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
-    for option in options:
-        monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", option.removeprefix("seg-rows"))
+    for option in options:  # HSMA_TRSM_SEGMENT_ROWS, HSMA_TRSM_SEGMENT_STEPS
+        if option.startswith("steps"):
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", option.removeprefix("steps"))
+        else:
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", option.removeprefix("seg-rows"))
     for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
                                                                          (True, False, "C")]):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)

@@ -478,7 +478,8 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches, for complex types also at M = 48;
 # forced here with HSMA_TRSM_SEGMENT_LANES); warp-wide segments hold two contiguous rows per lane
 # (the blocked substitution; "+seg-rows2" forces it with HSMA_TRSM_SEGMENT_ROWS) or, forced with
-# "+seg-rows1", one row per lane and step (strided). At 33-64 rows a column kernel thread holds the whole
+# "+seg-rows1", one row per lane and step (strided); "+stepsN" (HSMA_TRSM_SEGMENT_STEPS) runs the
+# blocked substitution as a loop of N steps per iteration (32: fully unrolled). At 33-64 rows a column kernel thread holds the whole
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32). "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
@@ -494,7 +495,9 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments+seg-rows1",
-                                    "segments+seg-rows2", "segments:8", "warps", "pipeline",
+                                    "segments+seg-rows2", "segments+seg-rows2+steps1", "segments+seg-rows2+steps2",
+                                    "segments+seg-rows2+steps4", "segments+seg-rows2+steps32", "segments:8",
+                                    "warps", "pipeline",
                                     "tiles", "mma", "mma+mma4", "mma+sync-copy", "columns+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
                                     "segments+seg-rows2+sync-copy", "segments+seg-rows1+sync-copy",
                                     "warps+sync-copy", "tiles+sync-copy"])
@@ -511,6 +514,9 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
     for rows in ("1", "2"):  # rows per lane of warp-wide segments (HSMA_TRSM_SEGMENT_ROWS)
         if f"seg-rows{rows}" in options:
             monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
+    for steps in ("1", "2", "4", "32"):  # the blocked substitution's loop (HSMA_TRSM_SEGMENT_STEPS)
+        if f"steps{steps}" in options:
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", steps)
     if kernel != "auto":
         name, _, lanes = kernel.partition(":")
         monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
@@ -585,20 +591,23 @@ def test_mma_fold_overflow_substitutes(device, dtype, shared, monkeypatch, gen):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
 def test_blocked_segments_match_strided(device, dtype, monkeypatch, gen):
     """Warp-wide segments with two contiguous rows per lane (HSMA_TRSM_SEGMENT_ROWS=2, CUDA's
-    default) run the operations of one row per lane (=1) in the same order: for real types the
-    results are bitwise the same (complex ones may differ in the last bit: the compiler fuses the
-    complex products differently)."""
+    default), whether their substitution is a loop of 1, 2 or 4 steps per iteration or fully
+    unrolled (HSMA_TRSM_SEGMENT_STEPS), run the operations of one row per lane (=1) in the same
+    order: for real types the results are bitwise the same (complex ones may differ in the last bit:
+    the compiler fuses the complex products differently)."""
     monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
     for i, k in enumerate([1, 17, 31, 32, 33, 48, 57, 64]):
         left, upper, trans, unit = PAIRWISE_VARIANTS[i % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
         B = make_rhs(b_shape(k, 5, left=left), dtype=dtype, device=device, gen=gen)
         X = []
-        for rows in ("1", "2"):
+        for rows, steps in (("1", ""), ("2", "1"), ("2", "2"), ("2", "4"), ("2", "32")):
             monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", steps)
             X.append(call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit,
                                     alpha=default_alpha(dtype)))
-        assert torch.equal(X[0], X[1]), f"k={k}: blocked and strided rows differ"
+        for x, steps in zip(X[1:], ("1", "2", "4", "32")):
+            assert torch.equal(X[0], x), f"k={k}: blocked rows ({steps} steps per iteration) and strided rows differ"
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)

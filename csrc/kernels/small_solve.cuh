@@ -171,9 +171,17 @@ struct SegmentLayout {
   __host__ __device__ static constexpr int at(int i, int k) {
     return start(k) + (i % kRows) * (kLanes - k / kRows) + (i / kRows - k / kRows);
   }
+  // at(kRows q + s, kRows q + t), the diagonal block q's entries for a run-time q (no divisions).
+  __host__ __device__ static constexpr int block_at(int q, int s, int t) {
+    return kRows * kRows * (q * kLanes - q * (q - 1) / 2) + (t * kRows + s) * (kLanes - q);
+  }
 };
 static_assert(SegmentLayout<64, 1>::at(5, 3) == packed_start<64>(3) + 2 && SegmentLayout<64, 1>::kSize == 64 * 65 / 2,
               "SegmentLayout: one row per lane is packed by columns");
+static_assert(SegmentLayout<64, 2>::block_at(7, 1, 0) == SegmentLayout<64, 2>::at(15, 14) &&
+                  SegmentLayout<64, 2>::block_at(31, 1, 1) == SegmentLayout<64, 2>::at(63, 63) &&
+                  SegmentLayout<32, 2>::block_at(5, 0, 1) == SegmentLayout<32, 2>::at(10, 11),
+              "SegmentLayout: block_at is at within a diagonal block");
 
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
 // M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
@@ -567,27 +575,30 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 // rows on the dependent chain instead of one per row (a single solve is that chain). Real types
 // give bitwise the results of substitute_segment (H200); complex ones can differ in the last bit
 // at M = 32, where the compiler fuses the complex products' multiply-adds differently.
-template <typename T, int M, int kSeg, bool kExact, bool kUnit>
+// kSteps steps per iteration of a rolled loop (kSteps = kSeg: fully unrolled). Rolled, the code of
+// the substitution stays in the instruction cache: fully unrolled, a single solve (one warp per
+// scheduler, each instruction run once) waited mostly for instructions to be fetched (Nsight
+// Compute's "no instruction" stall: 52% of the samples at 64x64 complex64, 56% complex128).
+template <typename T, int M, int kSeg, bool kExact, bool kUnit, int kSteps = kSeg>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
+  static_assert(kSeg % kSteps == 0, "substitute_segment_blocked: whole loop iterations");
   using Layout = SegmentLayout<M, kRows>;
   T r[kRows];     // the reciprocals of my rows' pivots
   T done[kRows];  // my rows, solved at my step
 #pragma unroll
   for (int s = 0; s < kRows; ++s) r[s] = kUnit ? T(1) : Rs[lane * kRows + s];
-#pragma unroll
-  for (int q = 0; q < kSeg; ++q) {
-    const int k0 = q * kRows;
-    // Lq[at(k0 + s, k)] = L(kRows lane + s, k) for k in block q (lanes up to q: lane q's slots).
+  auto step = [&](int q) {
+    // Lq[block_at(q, s, t)] = L(kRows lane + s, kRows q + t) (lanes up to q: lane q's slots).
     const T* Lq = Ls + (lane > q ? lane - q : 0);
     T x[kRows];
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
       T v = b[s];
 #pragma unroll
-      for (int t = 0; t < s; ++t) v = fms(v, Ls[Layout::at(k0 + s, k0 + t)], x[t]);
+      for (int t = 0; t < s; ++t) v = fms(v, Ls[Layout::block_at(q, s, t)], x[t]);
       if constexpr (kExact)
-        v = divide_by_pivot(v, Ls[Layout::at(k0 + s, k0 + s)], Rs[k0 + s]);  // (block q's pivots: uniform)
+        v = divide_by_pivot(v, Ls[Layout::block_at(q, s, s)], Rs[q * kRows + s]);  // (block q's pivots: uniform)
       else if constexpr (!kUnit)
         v = v * r[s];
       x[s] = v;
@@ -602,7 +613,17 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
 #pragma unroll
     for (int t = 0; t < kRows; ++t)
 #pragma unroll
-      for (int s = 0; s < kRows; ++s) b[s] = fms(b[s], Lq[Layout::at(k0 + s, k0 + t)], xq[t]);
+      for (int s = 0; s < kRows; ++s) b[s] = fms(b[s], Lq[Layout::block_at(q, s, t)], xq[t]);
+  };
+  if constexpr (kSteps == kSeg) {
+#pragma unroll
+    for (int q = 0; q < kSeg; ++q) step(q);
+  } else {
+#pragma unroll 1
+    for (int q0 = 0; q0 < kSeg; q0 += kSteps) {
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) step(q0 + u);
+    }
   }
 #pragma unroll
   for (int s = 0; s < kRows; ++s) b[s] = done[s];
@@ -611,17 +632,17 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
 // One column of a segment: substitutes b (the lane's rows of column j, loaded; kBlocked: the
 // blocked substitution) and writes the solved rows to X, if the column is one of the task's
 // (j_active).
-template <typename T, int M, int kSeg, bool kBlocked>
+template <typename T, int M, int kSeg, bool kBlocked, int kSteps = kSeg>
 __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
                                                        bool j_active) {
   if constexpr (kBlocked) {
     if (exact)
-      substitute_segment_blocked<T, M, kSeg, true, false>(b, Ls, Rs, lane);  // (never with a unit diagonal)
+      substitute_segment_blocked<T, M, kSeg, true, false, kSteps>(b, Ls, Rs, lane);  // (never with a unit diagonal)
     else if (p.unit)
-      substitute_segment_blocked<T, M, kSeg, false, true>(b, Ls, Rs, lane);
+      substitute_segment_blocked<T, M, kSeg, false, true, kSteps>(b, Ls, Rs, lane);
     else
-      substitute_segment_blocked<T, M, kSeg, false, false>(b, Ls, Rs, lane);
+      substitute_segment_blocked<T, M, kSeg, false, false, kSteps>(b, Ls, Rs, lane);
   } else {
     if (exact)
       substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
@@ -655,7 +676,7 @@ template <typename T, int kSeg> __host__ __device__ constexpr int segment_min_bl
 // single solves, where the chain of dependent steps is the time) solve a lane's M / kSeg
 // contiguous rows per step (substitute_segment_blocked).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
-template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads>
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg>
 __global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
@@ -704,7 +725,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
       if (j0 != j_begin) load_rhs(j);
 #pragma unroll
       for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
-      solve_and_store_column<T, M, kSeg, kBlocked>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
+      solve_and_store_column<T, M, kSeg, kBlocked, kSteps>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
     }
   }
 }
@@ -765,7 +786,7 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads>
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int nseg = kThreads / kSeg;
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
@@ -778,7 +799,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads><<<grid, kThreads, 0, stream>>>(p, tile_cols, ntiles);
+  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps><<<grid, kThreads, 0, stream>>>(p, tile_cols,
+                                                                                               ntiles);
   return hsmaGetLastError();
 }
 
@@ -1342,11 +1364,19 @@ constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
 // with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), else strided.
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
-                            int rows) {
+                            int rows, int steps) {
   if constexpr (kNarrowSegments) {
     if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
   }
-  if (lanes == kSegment && rows == 2) return launch_segments<T, M, M / 2, true, kBlockedThreads>(p, dev, stream);
+  if (lanes == kSegment && rows == 2) {
+    constexpr int kSeg = M / 2;
+    switch (steps) {
+      case 1: return launch_segments<T, M, kSeg, true, kBlockedThreads, 1>(p, dev, stream);
+      case 2: return launch_segments<T, M, kSeg, true, kBlockedThreads, 2>(p, dev, stream);
+      case 4: return launch_segments<T, M, kSeg, true, kBlockedThreads, 4>(p, dev, stream);
+      default: return launch_segments<T, M, kSeg, true, kBlockedThreads, kSeg>(p, dev, stream);
+    }
+  }
   return launch_segments<T, M, kSegment>(p, dev, stream);
 }
 
@@ -1451,12 +1481,13 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int lanes = p.segment_lanes ? p.segment_lanes
                                     : narrow_segments && p.kernel != SmallKernel::kSegments ? kNarrowSegment : kSegment;
   const int rows = p.segment_rows ? p.segment_rows : kBlockedRows;  // (warp-wide segments only)
-  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes, rows);
+  const int steps = p.segment_steps;
+  if (p.m <= 32) return launch_segments<T, 32>(p, dev, stream, lanes, rows, steps);
   // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
   // 64 would do 1.8x the work: batch 4096 of 48x48 complex128 515 us padded, 350 at 48 rows).
   if constexpr (kNarrowSegments && kComplex) {
     if (p.m <= 48 && lanes == kNarrowSegment) return launch_segments<T, 48, kNarrowSegment>(p, dev, stream);
   }
-  return launch_segments<T, 64>(p, dev, stream, lanes, rows);
+  return launch_segments<T, 64>(p, dev, stream, lanes, rows, steps);
 }
 }  // namespace hsma
