@@ -34,9 +34,10 @@
 //     owns one column of B: on CUDA M / 2 lanes, lane l holding the rows 2l and 2l + 1 in registers
 //     (blocked rows), with the reciprocals of those rows' pivots; strided on request or on AMD
 //     (32 lanes, lane l holding row l and, at M = 64, row l + 32);
-//   - column-oriented forward substitution, unrolled over M: at each step the lane holding the
-//     next rows (blocked: two) solves them, shuffles broadcast them, and every lane updates its rows
-//     below. No __syncthreads and no shared-memory access on the dependent chain.
+//   - column-oriented forward substitution, unrolled over M (blocked rows at M = 64: a loop of
+//     four steps per iteration): at each step the lane holding the next rows (blocked: two) solves
+//     them, shuffles broadcast them, and every lane updates its rows below. No __syncthreads and no
+//     shared-memory access on the dependent chain.
 //
 // All take the division off the critical path: each pivot's reciprocal is computed once per
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
@@ -575,10 +576,11 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 // rows on the dependent chain instead of one per row (a single solve is that chain). Real types
 // give bitwise the results of substitute_segment (H200); complex ones can differ in the last bit
 // at M = 32, where the compiler fuses the complex products' multiply-adds differently.
-// kSteps steps per iteration of a rolled loop (kSteps = kSeg: fully unrolled). Rolled, the code of
-// the substitution stays in the instruction cache: fully unrolled, a single solve (one warp per
-// scheduler, each instruction run once) waited mostly for instructions to be fetched (Nsight
-// Compute's "no instruction" stall: 52% of the samples at 64x64 complex64, 56% complex128).
+// kSteps steps per iteration of a rolled loop (kSteps = kSeg: fully unrolled). Fully unrolled at
+// 64 rows, a single solve (one warp per scheduler, each instruction run once) waited mostly for
+// its instructions to be fetched (Nsight Compute's "no instruction" stall: 52% of the samples at
+// 64x64 complex64, 56% complex128); rolled, the code stays in the instruction cache, at the cost
+// of run-time addresses and of loads no longer hoisted across iterations (see kBlockedSteps64).
 template <typename T, int M, int kSeg, bool kExact, bool kUnit, int kSteps = kSeg>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
@@ -1360,8 +1362,18 @@ constexpr int kBlockedThreads = 128;
 // columns below the warp-task threshold), timed there only through the test suite's runs.
 constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
 
+// Steps per loop iteration of the blocked substitution (substitute_segment_blocked) at M = 64,
+// unless forced (HSMA_TRSM_SEGMENT_STEPS); at M = 32 (16 steps) it stays fully unrolled. On the
+// H200 (scripts/profile_cases.py, single solves, kernel time, fully unrolled / 4 / 2 / 1 steps):
+// 64x64 complex128 6.70 / 6.20 / 6.27 / 6.90 us, complex64 4.89 / 4.78 / 5.00 / 5.59, float64
+// 4.16 / 4.16 / 4.27 / 4.70, float32 3.84 / 3.82 / 4.06 / 4.69; 48x64 complex128 6.26 / 5.82,
+// complex64 4.88 / 4.67; 64x1 complex64 4.32 / 4.40 (the one loss at 64 rows); at 32 rows 4 steps
+// lost for every dtype (float32 2.53 / 2.74, complex64 3.23 / 3.35).
+constexpr int kBlockedSteps64 = 4;
+
 // The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
-// with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), else strided.
+// with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), `steps` steps per loop
+// iteration of the substitution (0: kBlockedSteps64 at M = 64, unrolled at 32), else strided.
 template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
                             int rows, int steps) {
@@ -1370,7 +1382,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   }
   if (lanes == kSegment && rows == 2) {
     constexpr int kSeg = M / 2;
-    switch (steps) {
+    switch (steps ? steps : M == 64 ? kBlockedSteps64 : kSeg) {
       case 1: return launch_segments<T, M, kSeg, true, kBlockedThreads, 1>(p, dev, stream);
       case 2: return launch_segments<T, M, kSeg, true, kBlockedThreads, 2>(p, dev, stream);
       case 4: return launch_segments<T, M, kSeg, true, kBlockedThreads, 4>(p, dev, stream);
