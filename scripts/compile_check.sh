@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 if command -v nvcc >/dev/null; then
   for f in csrc/kernels/*.cu; do
     echo "nvcc sm_90: $f"
-    nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -warn-spills -c "$f" -o "$tmp/$(basename "$f").o"
+    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -c "$f" -o "$tmp/$(basename "$f").o"
   done
   cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
   [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
