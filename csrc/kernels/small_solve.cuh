@@ -273,6 +273,10 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
 // and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
+// Registers are left to ptxas: capped for more resident blocks (__launch_bounds__ minimum blocks of
+// 3, 5 or 6) the kernel lost or tied in every batch measured on the H200 (batch 10000 of 32x32
+// complex128 150.6 us at 168 registers vs 128.5; batch 4096 of 64x64 float32 68.0 / 71.1 / 98.8
+// vs 67.6, float64 139.8 vs 128.5: profile_cases_..._column-caps.csv).
 template <typename T, int M, int H, bool kRowMajor>
 __global__ void __launch_bounds__(kColumnThreads)
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
@@ -581,6 +585,13 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 // its instructions to be fetched (Nsight Compute's "no instruction" stall: 52% of the samples at
 // 64x64 complex64, 56% complex128); rolled, the code stays in the instruction cache, at the cost
 // of run-time addresses and of loads no longer hoisted across iterations (see kBlockedSteps64).
+// Tried and reverted (profile_cases_..._staging-chunks.csv): the lanes loading their pivots from L
+// with B and computing the reciprocals while the triangle is staged (no finish_pivots and its
+// barrier), and the triangle staged in four groups of columns, the substitution waiting for each
+// before its steps: 64x64 kernel time 4.41 / 4.73 / 5.44 / 7.43 us (float32 / float64 / complex64 /
+// complex128) with four groups and 4.29 / 4.48 / 5.01 / 6.77 with one, against 3.82 / 4.16 / 4.78 /
+// 6.20 here; a first version, whose copies each computed their row, column and slot from scratch,
+// took 6.5-10 us (cold instructions again).
 template <typename T, int M, int kSeg, bool kExact, bool kUnit, int kSteps = kSeg>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
@@ -985,7 +996,7 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
 //     block inverts A's diagonal blocks and
 //     replaces each block below by W(rb, kb) = L(rb, kb) L(kb, kb)^-1 once (mma_fold_inverses),
 //     and reuses them for all its later tasks, whose solve is then products only:
-//     X(kb) = L(kb, kb)^-1 r(kb), acc(rb) -= W(rb, kb) r(kb) (mma_solve_inverses). Multiplying by
+//     X(kb) = L(kb, kb)^-1 r(kb), acc(rb) -= W(rb, kb) r(kb) (mma_solve_blocks). Multiplying by
 //     inverses is the blocked TRSM of the large path (the paper's, LAPACK-style inverted diagonal
 //     blocks): not a substitution's rounding, within its error bound for these 8x8 blocks. Tasks
 //     whose pivots need a true division, whose B holds inf or nan, or whose inverses or W would
@@ -1101,32 +1112,52 @@ __device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q
   }
 }
 
-// The substitution of one warp's columns, held in acc (see small_solve_mma_kernel), stored to X
-// as each row block is done: each diagonal block solved in registers (mma_diagonal_block), the
-// blocks below updated on the tensor cores, acc(rb) -= L(rb, kb) X(kb). The kernel's path for
-// tasks whose pivots need a true division or whose inputs are not all finite (kExact), where
-// multiplying by inverses would not give a substitution's results.
-template <typename T, int M, bool kExact, bool kUnit>
-__device__ __forceinline__ void mma_substitute(T (&acc)[M / 8][2], const T* Ls, const T* Rs, int lane,
-                                               const SolveProblem<T>& p, T* X, int64_t jl) {
+// The solve of one warp's columns, held in acc (see small_solve_mma_kernel), row block by row
+// block, each X(kb) stored to X as it is done:
+//   - substituting (Ls and Ps = Rs: the staged triangle and its pivots' reciprocals): the diagonal
+//     block solved in registers (mma_diagonal_block), then the blocks below updated on the tensor
+//     cores, acc(rb) -= L(rb, kb) X(kb). The kernel's path for tasks whose pivots need a true
+//     division or whose inputs are not all finite (kExact), where multiplying by inverses would not
+//     give a substitution's results;
+//   - kInverses (after mma_fold_inverses; Ls holds the W, Ps = Is the diagonal blocks' inverses):
+//     with r = acc(kb) (its right-hand sides minus the earlier blocks' contributions) as B operands,
+//     X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, all on the tensor
+//     cores.
+template <typename T, int M, bool kInverses, bool kExact = false, bool kUnit = false>
+__device__ __forceinline__ void mma_solve_blocks(T (&acc)[M / 8][2], const T* Ls, const T* Ps, int lane,
+                                                 const SolveProblem<T>& p, T* X, int64_t jl) {
   using Layout = MmaLayout<M>;
   constexpr int kRB = M / 8;
   const int q = lane / 4, c4 = lane % 4, m = static_cast<int>(p.m);
-#pragma unroll
-  for (int kb = 0; kb < kRB; ++kb) {
-    mma_diagonal_block<T, kExact, kUnit>(acc[kb], Ls + Layout::block(kb, kb), Rs + 8 * kb, q, c4);
+  auto store = [&](const T(&x)[2], int kb) {
     const int row = 8 * kb + q;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = acc[kb][h];
-    if (kb + 1 < kRB) {
-      T b[2];
+      if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = x[h];
+  };
+  auto update_below = [&](const T(&b)[2], int kb) {  // innermost the row blocks: independent products
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+  };
+#pragma unroll
+  for (int kb = 0; kb < kRB; ++kb) {
+    T b[2];
+    if constexpr (kInverses) {
       mma_b_operands(b, acc[kb], q, c4);
-      // The row blocks below, innermost: consecutive products are independent.
+      T x[2] = {T(0), T(0)};
 #pragma unroll
-      for (int s = 0; s < 2; ++s)
-#pragma unroll
-        for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+      for (int s = 0; s < 2; ++s) mma_add(x, Ps[64 * kb + s * 32 + lane], b[s]);
+      update_below(b, kb);
+      store(x, kb);
+    } else {
+      mma_diagonal_block<T, kExact, kUnit>(acc[kb], Ls + Layout::block(kb, kb), Ps + 8 * kb, q, c4);
+      store(acc[kb], kb);
+      if (kb + 1 < kRB) {
+        mma_b_operands(b, acc[kb], q, c4);
+        update_below(b, kb);
+      }
     }
   }
 }
@@ -1179,34 +1210,6 @@ __device__ bool mma_fold_inverses(T* Ls, T* Is, const T* Rs, int* bad, int w, in
   if (!ok) *bad = 1;
   __syncthreads();  // the W are in Ls, and the flag set
   return *bad == 0;
-}
-
-// The inverse-based solve of one warp's columns, held in acc, after mma_fold_inverses: for each
-// row block kb, with r = acc(kb) (its right-hand sides minus the earlier blocks' contributions)
-// as B operands, X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, both on
-// the tensor cores; X(kb) is stored to X.
-template <typename T, int M>
-__device__ __forceinline__ void mma_solve_inverses(T (&acc)[M / 8][2], const T* Ls, const T* Is, int lane,
-                                                   const SolveProblem<T>& p, T* X, int64_t jl) {
-  using Layout = MmaLayout<M>;
-  constexpr int kRB = M / 8;
-  const int q = lane / 4, c4 = lane % 4, m = static_cast<int>(p.m);
-#pragma unroll
-  for (int kb = 0; kb < kRB; ++kb) {
-    T b[2];
-    mma_b_operands(b, acc[kb], q, c4);
-    T x[2] = {T(0), T(0)};
-#pragma unroll
-    for (int s = 0; s < 2; ++s) mma_add(x, Is[64 * kb + s * 32 + lane], b[s]);
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
-    const int row = 8 * kb + q;
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = x[h];
-  }
 }
 
 template <typename T, int M, int kWarps, bool kFold>
@@ -1266,7 +1269,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
       if (exact == 0 && (reuse || (p.unit ? mma_fold_inverses<T, M, kWarps, true>(Ls, Is, Rs, &bad, w, lane)
                                           : mma_fold_inverses<T, M, kWarps, false>(Ls, Is, Rs, &bad, w, lane)))) {
         held = off[0];
-        mma_solve_inverses<T, M>(acc, Ls, Is, lane, p, X, jl);
+        mma_solve_blocks<T, M, true>(acc, Ls, Is, lane, p, X, jl);
         continue;
       }
       if (reuse || bad) {  // Ls holds W (rare: B not finite, or an inverse or W overflowed): L again
@@ -1276,14 +1279,14 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
         __syncthreads();
       }
       held = -1;
-      mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
+      mma_solve_blocks<T, M, false, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
     } else {
       if (exact)
-        mma_substitute<T, M, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
+        mma_solve_blocks<T, M, false, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
       else if (p.unit)
-        mma_substitute<T, M, false, true>(acc, Ls, Rs, lane, p, X, jl);
+        mma_solve_blocks<T, M, false, false, true>(acc, Ls, Rs, lane, p, X, jl);
       else
-        mma_substitute<T, M, false, false>(acc, Ls, Rs, lane, p, X, jl);
+        mma_solve_blocks<T, M, false, false, false>(acc, Ls, Rs, lane, p, X, jl);
     }
   }
 }
