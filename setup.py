@@ -27,16 +27,11 @@ def extension():
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         kernels = sorted(glob.glob("csrc/kernels/*.cu", root_dir=HERE))
-        import torch
-
-        # nvcc: optimise each kernel file's functions on all cores (--split-compile=0; one file
-        # holds one dtype's many kernel instantiations). hipcc takes the same flags hipified: -O3 only.
-        nvcc = ["-O3"] if torch.version.hip is not None else ["-O3", "--split-compile=0"]
         return cpp_extension.CUDAExtension(
             "hsma_trsm._C",
             host + ["csrc/cuda_dispatch.cpp"] + kernels,
             include_dirs=[os.path.join(HERE, "csrc")],
-            extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+            extra_compile_args={"cxx": cxx, "nvcc": ["-O3"]},
         )
     return cpp_extension.CppExtension(
         "hsma_trsm._C", host, include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args=cxx
