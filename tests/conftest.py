@@ -60,6 +60,31 @@ COMPLEX_DTYPES = [torch.complex64, torch.complex128]
 TRANS = ["N", "T", "C"]
 
 
+# Options of a small-path kernel spec "kernel[:lanes][+option...]" (see set_small_kernel): each
+# option and the environment variable it sets.
+_KERNEL_OPTIONS = {
+    "sync-copy": ("HSMA_TRSM_ASYNC_COPY", "0"),  # triangles staged through registers
+    "rows32": ("HSMA_TRSM_COLUMN_ROWS", "32"),  # the split column kernel at 33-64 rows
+    "mma4": ("HSMA_TRSM_MMA_WARPS", "4"),  # four warps per block of the tensor-core kernel
+    **{f"seg-rows{r}": ("HSMA_TRSM_SEGMENT_ROWS", r) for r in ("1", "2")},  # rows per lane, warp-wide segments
+    **{f"steps{s}": ("HSMA_TRSM_SEGMENT_STEPS", s) for s in ("1", "2", "4", "32")},  # blocked substitution's loop
+}
+
+
+def set_small_kernel(monkeypatch, spec):
+    """Forces the small-path kernel of `spec`, "kernel[:lanes][+option...]": kernel "auto" (the
+    launcher's choice) or a HSMA_TRSM_SMALL_KERNEL name, lanes HSMA_TRSM_SEGMENT_LANES, options from
+    _KERNEL_OPTIONS (an unknown one raises KeyError)."""
+    kernel, *options = spec.split("+")
+    for option in options:
+        monkeypatch.setenv(*_KERNEL_OPTIONS[option])
+    if kernel != "auto":
+        name, _, lanes = kernel.partition(":")
+        monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
+        if lanes:
+            monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: the test needs a CUDA device (skipped without one)")
 

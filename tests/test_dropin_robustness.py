@@ -29,6 +29,7 @@ from conftest import (
     make_generator,
     make_rhs,
     make_triangular,
+    set_small_kernel,
     sync,
     to_numpy_wide,
 )
@@ -124,16 +125,7 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane; the blocked ones also
     as a loop of 1 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS), divide where a
     reciprocal would not do."""
-    kernel, *options = kernel.split("+")
-    name, _, lanes = kernel.partition(":")
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
-    if lanes:
-        monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
-    for option in options:  # HSMA_TRSM_SEGMENT_ROWS, HSMA_TRSM_SEGMENT_STEPS
-        if option.startswith("steps"):
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", option.removeprefix("steps"))
-        else:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", option.removeprefix("seg-rows"))
+    set_small_kernel(monkeypatch, kernel)
     for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
                                                                          (True, False, "C")]):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)

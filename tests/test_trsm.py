@@ -28,6 +28,7 @@ from conftest import (
     make_triangular,
     reference_trsm,
     relative_error,
+    set_small_kernel,
     sync,
     triangle_mask,
     to_numpy_wide,
@@ -504,24 +505,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
 def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
-    kernel, *options = kernel.split("+")
-    if "sync-copy" in options:
-        monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
-    if "rows32" in options:  # the split column kernel at 33-64 rows (HSMA_TRSM_COLUMN_ROWS)
-        monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", "32")
-    if "mma4" in options:  # four warps per block of the tensor-core kernel (HSMA_TRSM_MMA_WARPS)
-        monkeypatch.setenv("HSMA_TRSM_MMA_WARPS", "4")
-    for rows in ("1", "2"):  # rows per lane of warp-wide segments (HSMA_TRSM_SEGMENT_ROWS)
-        if f"seg-rows{rows}" in options:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
-    for steps in ("1", "2", "4", "32"):  # the blocked substitution's loop (HSMA_TRSM_SEGMENT_STEPS)
-        if f"steps{steps}" in options:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", steps)
-    if kernel != "auto":
-        name, _, lanes = kernel.partition(":")
-        monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
-        if lanes:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
+    set_small_kernel(monkeypatch, kernel)
     for i, (other, batch) in enumerate(SMALL_SHAPES):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, batch=batch if i % 2 else (), dtype=dtype, upper=upper, unit=unit, device=device,
