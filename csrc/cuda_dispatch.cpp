@@ -195,9 +195,10 @@ int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2
 // tests).
 int segment_steps_choice() { return option_choice("HSMA_TRSM_SEGMENT_STEPS", {1, 2, 4, 32}); }
 
-// HSMA_TRSM_COLUMN_ROWS=32|64 forces how many of a column's rows a column-kernel thread holds in
-// registers at 33-64 rows (32: the split kernel; ablations, tests).
-int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {32, 64}); }
+// HSMA_TRSM_COLUMN_ROWS=16|32|64 forces the most of a column's rows a column-kernel thread holds
+// in registers at once (ablations, tests): 16 splits complex columns of 17-32 rows in halves, 16 and
+// 32 split columns of 33-64 rows in halves (the split kernel), 64 never splits.
+int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {16, 32, 64}); }
 
 // HSMA_TRSM_MMA_WARPS=4|8 forces the tensor-core kernel's warps per block (8 columns each;
 // ablations, tests).

@@ -49,7 +49,7 @@ def cases(all_kernels):
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows32", "segments", "segments:8") + MMA + (
+            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows16", "columns+rows32", "segments", "segments:8") + MMA + (
                     TILES if m > 32 else ()) if m >= 32 else (
                     "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
@@ -69,8 +69,8 @@ VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_A
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
-    "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS=32: the split column kernel at 33-64 rows; 64: whole
-    columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
+    "rows16" / "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS: 16, the split column kernel for complex
+    types at 17-32 rows; 32, at 33-64 rows; 64: whole columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
     (HSMA_TRSM_SEGMENT_STEPS=N: steps per loop iteration of the blocked substitution), "mma4" /
     "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel), "fold0" / "fold1"
     (HSMA_TRSM_MMA_FOLD: with A batched it substitutes / folds inverses) or a small
@@ -82,7 +82,7 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
         elif part == "sync-copy":
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
-        elif part in ("rows32", "rows64"):
+        elif part in ("rows16", "rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
         elif part in ("mma4", "mma8"):
             os.environ["HSMA_TRSM_MMA_WARPS"] = part[3:]

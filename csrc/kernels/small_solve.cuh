@@ -17,9 +17,10 @@
 //    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
 //    task is in flight at once without holding registers. With many blocks, a block has just
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
-//    Split variant (H = 32 of M = 64 rows per thread at a time; float64 batches, and complex128
-//    on request, its triangle packed): the top half is solved and stored to X, then the bottom
-//    half is loaded, updated by the top half read back from X, and solved.
+//    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float64 batches, and
+//    complex128 on request, 16 of 32 for complex64 batches; a 16-byte type's triangle packed): the
+//    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
+//    read back from X, and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
 //    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
@@ -271,8 +272,9 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, const
 // the layout of L in memory (kRowMajor when L's rows are contiguous-ish): consecutive threads
 // then read consecutive addresses and write consecutive shared-memory words (no bank conflicts).
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
-// too long for one thread's registers: complex128 at 64 rows) H = M / 2: the top half is solved
-// and stored, then the bottom half is loaded, updated by the top half read back from X, and solved.
+// too long for one thread's registers, or for fewer registers per thread) H = M / 2: the top half
+// is solved and stored, then the bottom half is loaded, updated by the top half read back from X,
+// and solved.
 // Registers are left to ptxas: capped for more resident blocks (__launch_bounds__ minimum blocks of
 // 3, 5 or 6) the kernel lost or tied in every batch measured on the H200 (batch 10000 of 32x32
 // complex128 150.6 us at 168 registers vs 128.5; batch 4096 of 64x64 float32 68.0 / 71.1 / 98.8
@@ -1473,13 +1475,27 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       (p.kernel != SmallKernel::kSegments && !few_columns && !narrow_segments && p.segment_lanes == 0)) {
     if (p.m <= 8) return launch_columns<T, 8>(p, dev, stream);
     if (p.m <= 16) return launch_columns<T, 16>(p, dev, stream);
-    if (p.m <= 32) return launch_columns<T, 32>(p, dev, stream);
+    if (p.m <= 32) {
+      // 17-32 rows of a complex type, 16 at a time (the split kernel), when asked for
+      // (HSMA_TRSM_COLUMN_ROWS=16) or for complex64 batches of at least 4 matrices per
+      // multiprocessor: 93 registers instead of 123 let 5 blocks of 128 threads run per
+      // multiprocessor instead of 4 (H200, batch 10000 of 32x32: complex64 73.9 vs 77.9 us;
+      // complex128, 142 vs 244 registers, 131.9 vs 130.6 us, keeps whole columns;
+      // profile_cases_..._column-rows16.csv). Kept off AMD, where it was not measured.
+      if constexpr (kComplex) {
+        const bool split16 = p.column_rows == 16 ||
+                             (!HSMA_HIP && kComplex64 && p.column_rows == 0 &&
+                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
+        if (split16) return launch_columns<T, 32, 16>(p, dev, stream);
+      }
+      return launch_columns<T, 32>(p, dev, stream);
+    }
     // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
     // split kernel, which holds 32 rows at a time, is asked for (HSMA_TRSM_COLUMN_ROWS=32:
     // p.column_rows) or measured better: float64 at 49-64 rows (batch 4096 of 64x64, 132.7 vs
     // 140.2 us on the H200; kept off AMD, where it was not measured). Complex128, whose column does
     // not fit, takes the split kernel only when the column kernel is forced; else the segment kernel.
-    const bool split = p.column_rows == 32 ||
+    const bool split = (p.column_rows != 0 && p.column_rows <= 32) ||
                        (!HSMA_HIP && p.column_rows == 0 && p.m > 48 && std::is_same_v<T, double>);
     if (!split) {
       if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
