@@ -200,11 +200,6 @@ int segment_steps_choice() { return option_choice("HSMA_TRSM_SEGMENT_STEPS", {1,
 // 32 split columns of 33-64 rows in halves (the split kernel), 64 never splits.
 int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {16, 32, 64}); }
 
-// HSMA_TRSM_COLUMN_STAGES=1|2 forces the column kernel (1) or, where two stages of a task group
-// fit in shared memory, the staged column kernel (2), which stages the right-hand sides too and
-// loads the next group while it solves one (ablations, tests).
-int column_stages_choice() { return option_choice("HSMA_TRSM_COLUMN_STAGES", {1, 2}); }
-
 // HSMA_TRSM_MMA_WARPS=4|8 forces the tensor-core kernel's warps per block (8 columns each;
 // ablations, tests).
 int mma_warps_choice() { return option_choice("HSMA_TRSM_MMA_WARPS", {4, 8}); }
@@ -272,7 +267,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.segment_rows = segment_rows_choice();
     p.segment_steps = segment_steps_choice();
     p.column_rows = column_rows_choice();
-    p.column_stages = column_stages_choice();
     p.mma_warps = mma_warps_choice();
     p.mma_fold = mma_fold_choice();
     p.async_copy = async_copy_choice();

@@ -23,9 +23,6 @@ DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128"
 TILES = ("tiles",)  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows
 MMA = ("mma", "mma+mma4", "mma+mma8", "mma+fold0")  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma; mma4 / mma8: HSMA_TRSM_MMA_WARPS; fold0: HSMA_TRSM_MMA_FOLD=0)
 SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
-# the column kernel whole or split (HSMA_TRSM_COLUMN_ROWS), and the staged column kernel (HSMA_TRSM_COLUMN_STAGES=2)
-STAGED = ("columns+rows64", "columns+stages1", "columns+stages2", "columns+rows16+stages2", "columns+rows32+stages2",
-          "columns+rows64+stages2")
 SEGMENT_STEPS = ("auto+steps1", "auto+steps2", "auto+steps4", "auto+steps32")  # HSMA_TRSM_SEGMENT_STEPS
 
 
@@ -53,8 +50,8 @@ def cases(all_kernels):
                                   (10000, 16, 16, False), (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
             for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows16", "columns+rows32", "segments", "segments:8") + MMA + (
-                    TILES if m > 32 else ()) + STAGED if m >= 32 else (
-                    "auto", "auto+sync-copy", "columns+stages2"):
+                    TILES if m > 32 else ()) + ("columns+rows64",) if m >= 32 else (
+                    "auto", "auto+sync-copy"):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy") + TILES + MMA:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
@@ -66,16 +63,14 @@ def cases(all_kernels):
 
 
 VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_SEGMENT_STEPS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD",
-               "HSMA_TRSM_COLUMN_STAGES")
+               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_SEGMENT_STEPS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD")
 
 
 def set_variant(spec):
     """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
     HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
     "rows16" / "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS: 16, the split column kernel for complex
-    types at 17-32 rows; 32, at 33-64 rows; 64: whole columns), "stages1" / "stages2"
-    (HSMA_TRSM_COLUMN_STAGES: the column kernel / the staged column kernel), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
+    types at 17-32 rows; 32, at 33-64 rows; 64: whole columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
     (HSMA_TRSM_SEGMENT_STEPS=N: steps per loop iteration of the blocked substitution), "mma4" /
     "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel), "fold0" / "fold1"
     (HSMA_TRSM_MMA_FOLD: with A batched it substitutes / folds inverses) or a small
@@ -89,8 +84,6 @@ def set_variant(spec):
             os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
         elif part in ("rows16", "rows32", "rows64"):
             os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
-        elif part in ("stages1", "stages2"):
-            os.environ["HSMA_TRSM_COLUMN_STAGES"] = part[6:]
         elif part in ("mma4", "mma8"):
             os.environ["HSMA_TRSM_MMA_WARPS"] = part[3:]
         elif part in ("fold0", "fold1"):

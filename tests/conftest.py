@@ -66,8 +66,6 @@ _KERNEL_OPTIONS = {
     "sync-copy": ("HSMA_TRSM_ASYNC_COPY", "0"),  # triangles staged through registers
     "rows16": ("HSMA_TRSM_COLUMN_ROWS", "16"),  # the split column kernel, also for complex types at 17-32 rows
     "rows32": ("HSMA_TRSM_COLUMN_ROWS", "32"),  # the split column kernel at 33-64 rows
-    "stages1": ("HSMA_TRSM_COLUMN_STAGES", "1"),  # the column kernel, not the staged one
-    "stages2": ("HSMA_TRSM_COLUMN_STAGES", "2"),  # the staged (double-buffered) column kernel where it fits
     "mma4": ("HSMA_TRSM_MMA_WARPS", "4"),  # four warps per block of the tensor-core kernel
     **{f"seg-rows{r}": ("HSMA_TRSM_SEGMENT_ROWS", r) for r in ("1", "2")},  # rows per lane, warp-wide segments
     **{f"steps{s}": ("HSMA_TRSM_SEGMENT_STEPS", s) for s in ("1", "2", "4", "32")},  # blocked substitution's loop

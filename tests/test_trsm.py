@@ -482,8 +482,7 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # "+seg-rows1", one row per lane and step (strided); "+stepsN" (HSMA_TRSM_SEGMENT_STEPS) runs the
 # blocked substitution as a loop of N steps per iteration (32: fully unrolled). At 33-64 rows a column kernel thread holds the whole
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
-# HSMA_TRSM_COLUMN_ROWS=32); "+rows16" also splits complex columns of 17-32 rows in halves; "+stages2"
-# (HSMA_TRSM_COLUMN_STAGES=2) runs the staged column kernel where two stages of a task fit. "tiles": the register-tiled kernel at 33-64 rows (the launcher's
+# HSMA_TRSM_COLUMN_ROWS=32); "+rows16" also splits complex columns of 17-32 rows in halves. "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
 # through to the column or segment kernels), 8-row blocks padded to 32 or 64 rows, substituting
 # where A is batched and multiplying by folded inverses where one A serves the call (the unbatched
@@ -501,8 +500,6 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
                                     "segments+seg-rows2+steps4", "segments+seg-rows2+steps32", "segments:8",
                                     "warps", "pipeline",
                                     "tiles", "mma", "mma+mma4", "mma+sync-copy", "columns+sync-copy", "columns+rows16+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
-                                    "columns+stages2", "columns+rows16+stages2", "columns+rows32+stages2",
-                                    "columns+stages2+sync-copy",
                                     "segments+seg-rows2+sync-copy", "segments+seg-rows1+sync-copy",
                                     "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
@@ -646,33 +643,6 @@ def test_small_wide_batches(device, dtype, k, n, a_batched, gen):
         if i == 3:
             B = B.mT.contiguous().mT
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
-
-
-# The staged column kernel (HSMA_TRSM_COLUMN_STAGES=2) against the column kernel: the same
-# operations in the same order, so the same bits, for batches large enough that every block solves
-# several task groups from alternating stages; whole and split columns, orders and widths that pad
-# (m < M, n not a whole tile), A batched or broadcast, B with contiguous rows or columns (its
-# 16-byte and element copies), a right-side solve, an upper and a transposed one.
-@pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("k,n,rows", [(8, 8, ""), (16, 5, ""), (29, 32, ""), (32, 32, "16"), (32, 130, ""),
-                                      (40, 12, ""), (64, 64, ""), (61, 64, "32"), (64, 3, "32")])
-def test_staged_columns_match(device, dtype, k, n, rows, monkeypatch, gen):
-    batch = {8: 40000, 16: 20000}.get(k, 3000)  # (more task groups than the blocks that fit at once)
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "columns")
-    monkeypatch.setenv("HSMA_TRSM_COLUMN_ROWS", rows)
-    for i, (left, upper, trans, unit) in enumerate(PAIRWISE_VARIANTS[:4]):
-        A = make_triangular(k, batch=(batch,) if i % 2 == 0 else (), dtype=dtype, upper=upper, unit=unit,
-                            device=device, gen=gen)
-        B = make_rhs(b_shape(k, n, left=left, batch=(batch,)), dtype=dtype, device=device, gen=gen)
-        if i == 2:
-            B = B.mT.contiguous().mT
-        X = []
-        for stages in ("1", "2"):
-            monkeypatch.setenv("HSMA_TRSM_COLUMN_STAGES", stages)
-            X.append(call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit,
-                                    alpha=default_alpha(dtype)))
-        assert torch.equal(X[0], X[1]), f"k={k} n={n} variant {i}: staged and column kernels differ"
 
 
 # Two-level diagonal-block inversion (HSMA_TRSM_IB): IB x IB tiles inverted by the kernel,

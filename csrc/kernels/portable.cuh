@@ -246,19 +246,6 @@ __device__ inline void copy_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
-// Closes the group of the copies this thread issued since the last commit; the copies of all but the
-// kPending most recent groups have landed, for this thread, after copy_async_wait_prior<kPending>().
-// (Without cp.async every copy has landed when it returns: both are no-ops.)
-__device__ inline void copy_async_commit() {
-#if HSMA_ASYNC_COPY
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int kPending> __device__ inline void copy_async_wait_prior() {
-#if HSMA_ASYNC_COPY
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-#endif
-}
 
 // Reads back a value this thread stored earlier to global memory (a volatile load: ordered after
 // the store, never replaced by the stored value kept in a register, which is the point: the

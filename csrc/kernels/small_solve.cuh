@@ -17,7 +17,7 @@
 //    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
 //    task is in flight at once without holding registers. With many blocks, a block has just
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
-//    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float64 batches, and
+//    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
 //    complex128 on request, 16 of 32 for complex64 batches; a 16-byte type's triangle packed): the
 //    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
 //    read back from X, and solved.
@@ -47,7 +47,6 @@
 // each, so that the four compile in parallel.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -233,7 +232,7 @@ __device__ __forceinline__ void substitute(T (&x)[H], const T* Ls, const T* Rs, 
 }
 
 // The split kernel's update of rows kBase.. by the rows above them, already solved and stored
-// (solved(k) reads X(k) back: from X in L2, or from the staged column): x_r -= sum_{k < kBase}
+// (solved(k) reads X(k) back, from L2): x_r -= sum_{k < kBase}
 // L(kBase + r, k) X(k), X read in chunks, the next chunk's loads in flight while the current one is
 // applied. Each x_r sums over k in order whichever way L is read (rows as vectors when kRowMajor,
 // else columns).
@@ -285,13 +284,11 @@ __device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T>& p,
 
 // A column-kernel thread's solve of its column of X (rows 0..m-1, at X with row stride p.x.row),
 // H rows at a time: x holds rows 0..H-1 of B on entry. Each row block is scaled by alpha, updated
-// by the rows above it (the split form: solved(k) reads back X(k), which keep(r, X(r)) was given
-// for the top block's rows), substituted against the block's diagonal triangle and stored; the
-// bottom block is loaded by load_rows(H).
-template <typename T, int M, int H, typename Layout, bool kRowMajor, typename LoadRows, typename Solved,
-          typename Keep>
+// by the rows above it (the split form: solved(k) reads X(k) back), substituted against the
+// block's diagonal triangle and stored; the bottom block is loaded by load_rows(H).
+template <typename T, int M, int H, typename Layout, bool kRowMajor, typename LoadRows, typename Solved>
 __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs, const SolveProblem<T>& p,
-                                             bool exact_task, T* X, LoadRows load_rows, Solved solved, Keep keep) {
+                                             bool exact_task, T* X, LoadRows load_rows, Solved solved) {
   const int m = static_cast<int>(p.m);
   const int64_t xrow = p.x.row;
   auto solve_and_store = [&](auto base_rows) {  // rows base_rows.. (a compile-time constant)
@@ -307,10 +304,6 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 #pragma unroll
     for (int r = 0; r < H; ++r, Xr += xrow)
       if (kBase + r < m) *Xr = x[r];
-    if constexpr (H < M && kBase == 0) {
-#pragma unroll
-      for (int r = 0; r < H; ++r) keep(r, x[r]);
-    }
   };
   solve_and_store(std::integral_constant<int, 0>());
   if constexpr (H < M) {
@@ -421,8 +414,7 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
     if (active) {
       T* X = p.X + off[2] + j * p.x.col;
       solve_column<T, M, H, Layout, kRowMajor>(
-          x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return reload(X + k * p.x.row); },
-          [](int, T) {});
+          x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return reload(X + k * p.x.row); });
     }
   }
 }
@@ -437,251 +429,8 @@ template <typename T> int64_t column_tile_width(const SolveProblem<T>& p, const 
   return tc;
 }
 
-// Where the staged column kernel keeps L(i, k), i >= k: the lower triangle packed row by row
-// (kRowMajor) or column by column, each row (column) starting on a 16-byte boundary, so that the
-// substitution reads whole 16-byte vectors and rows can be copied in 16-byte pieces: row i holds
-// L(i, 0..i) padded to a multiple of kV = 16 / sizeof(T) elements; column k holds the rows from
-// kV * floor(k / kV) on (those above k are padding). 16-byte types: the packed triangle.
-template <typename T, int M, bool kRowMajor>
-struct StagedLayout {
-  static constexpr int kV = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
-  __host__ __device__ static constexpr int row_start(int i) {
-    return kV * kV * (i / kV) * (i / kV + 1) / 2 + (i % kV) * kV * (i / kV + 1);
-  }
-  __host__ __device__ static constexpr int col_start(int k) {
-    return k * M - kV * (kV * (k / kV) * (k / kV - 1) / 2 + (k % kV) * (k / kV));
-  }
-  static constexpr int kTriangle = kRowMajor ? row_start(M) : col_start(M);
-  __host__ __device__ static constexpr int at(int i, int k) {
-    return kRowMajor ? row_start(i) + k : col_start(k) + i - kV * (k / kV);
-  }
-};
-static_assert(StagedLayout<float, 64, true>::kTriangle == 2176 && StagedLayout<float, 64, false>::kTriangle == 2176 &&
-                  StagedLayout<float, 64, true>::at(5, 2) == 4 + 4 + 4 + 4 + 8 + 2 &&
-                  StagedLayout<float, 64, false>::at(9, 5) == 64 * 4 + 60 + 9 - 4 &&
-                  StagedLayout<double, 32, true>::kTriangle == 544 &&
-                  StagedLayout<complex<double>, 32, false>::kTriangle == 32 * 33 / 2,
-              "StagedLayout: padded packed offsets");
-
-// Shared memory of the staged column kernel's block after its stages: per task slot (three, see
-// the kernel) and group, the offsets of L, B and X and the first column; the groups' exact flags.
-constexpr int kStagedTaskWords = 4;
-constexpr int staged_task_bytes(int groups) { return 3 * kStagedTaskWords * 8 * groups + 4 * groups; }
-// A staged block's shared memory at most (opted in above NVIDIA's 48 KB default).
-constexpr int kStagedBudgetBytes = 56 * 1024;
-
-// 3. Staged column kernel: the column kernel's threads, tiles and substitution, with each task
-// group's right-hand-side tiles (M x tc, row r of column t at r * tc + t) staged in shared memory
-// next to its triangles (StagedLayout), in two stages. A block loops over task groups (a grid of
-// the blocks that fit at once) and, while its threads solve one group from one stage, cp.async
-// brings the next group's triangles and right-hand sides into the other: a block's loads overlap
-// its own solves, where the column kernel overlaps them only across blocks. Solving threads read
-// their column from the stage (no global load on the dependent path); the split form (H = M / 2)
-// writes the solved top half back into the staged column and updates the bottom half from there.
-// Without cp.async (AMD, HSMA_TRSM_ASYNC_COPY=0) the copies are plain loads and stores: correct,
-// not overlapped.
-template <typename T, int M, int H, bool kRowMajor>
-__global__ void __launch_bounds__(kColumnThreads)
-small_solve_staged_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows, bool vector_b,
-                          bool b_down) {
-  static_assert(H == M || 2 * H == M, "small_solve_staged_kernel: one or two row blocks");
-  using Layout = StagedLayout<T, M, kRowMajor>;
-  constexpr int kGroupElems = Layout::kTriangle + M;  // a group's triangle, then its pivots' reciprocals
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  // Two stages, each the groups' triangles and reciprocals, then their right-hand-side tiles; then
-  // the task slots and flags (after the stages, so that the compiler sees every triangle aligned).
-  T* const stages = reinterpret_cast<T*>(smem_raw);
-  const int tile = M * tc, stage_elems = groups * (kGroupElems + tile);
-  int64_t* const task = reinterpret_cast<int64_t*>(stages + 2 * stage_elems);  // [3][groups][kStagedTaskWords]
-  int* const exact = reinterpret_cast<int*>(task + 3 * kStagedTaskWords * groups);  // [groups]
-  const int tid = static_cast<int>(threadIdx.x), nthreads = static_cast<int>(blockDim.x);
-  const int g = tid / tc, t = tid - (tid / tc) * tc;
-  const int m = static_cast<int>(p.m);
-  const int64_t ntasks = p.batch * ntiles, step = int64_t(gridDim.x) * groups;
-  auto valid = [&](int64_t base) { return ntasks - base < groups ? static_cast<int>(ntasks - base) : groups; };
-
-  // Task slot q of group tid: offsets of its L, B, X and its first column.
-  auto set_tasks = [&](int64_t base, int q) {
-    if (base < ntasks && tid < valid(base)) {
-      int64_t bidx, tl, off[3];
-      task_coords(base + tid, ntiles, bidx, tl);
-      batch_offsets(p.bl, bidx, off);
-      int64_t* o = task + (q * groups + tid) * kStagedTaskWords;
-      o[0] = off[0];
-      o[1] = off[1];
-      o[2] = off[2];
-      o[3] = tl * tc;
-    }
-  };
-  // Copies of the triangles and right-hand sides of the groups at `base` (task slot q) into stage s.
-  auto issue = [&](int64_t base, int q, int s) {
-    const int nvalid = valid(base);
-    // (a select, not stages + s * stage_elems: so the compiler sees the triangles aligned, and the
-    // substitution reads whole vectors)
-    T* const st = s ? stages + stage_elems : stages;
-    const int64_t* const o = task + q * groups * kStagedTaskWords;
-    if (kRowMajor && vector_rows) {  // 16-byte pieces of the rows that reach the triangle (m = M)
-      constexpr unsigned kVec = 16 / sizeof(T);
-      for (unsigned c = tid; c < nvalid * M * M / kVec; c += nthreads) {
-        const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
-        if (k <= i)
-          copy_async_16(st + gg * kGroupElems + Layout::at(i, k), p.L + o[gg * kStagedTaskWords] + i * p.l.row + k);
-      }
-    } else {
-      stage_triangle<T, kLoadUnroll>(
-          p.async_copy, tid, nvalid * M * M, nthreads,
-          column_triangle_locate<T, M, kRowMajor, Layout>(
-              p, [st](unsigned gg) { return st + gg * kGroupElems; },
-              [o](unsigned gg) { return o[gg * kStagedTaskWords]; }));
-    }
-    T* const bt = st + groups * kGroupElems;
-    if (vector_b) {  // B's rows contiguous, 16-byte aligned, tc and n whole pieces (see launch_staged)
-      constexpr int kVec = 16 / sizeof(T);
-      const int pieces = tile / kVec, per_row = tc / kVec;
-      for (int c = tid; c < nvalid * pieces; c += nthreads) {
-        const int gg = c / pieces, qq = c - gg * pieces, i = qq / per_row, t0 = (qq - i * per_row) * kVec;
-        const int64_t* og = o + gg * kStagedTaskWords;
-        T* dst = bt + gg * tile + i * tc + t0;
-        if (i < m && og[3] + t0 < p.n)
-          copy_async_16(dst, p.B + og[1] + i * p.b.row + og[3] + t0);
-        else
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
-    } else {  // element by element, along B's rows or (b_down) down its columns
-      for (int c = tid; c < nvalid * tile; c += nthreads) {
-        const int gg = c / tile, qq = c - gg * tile;
-        const int i = b_down ? qq % M : qq / tc, tt = b_down ? qq / M : qq % tc;
-        const int64_t* og = o + gg * kStagedTaskWords;
-        const int64_t j = og[3] + tt;
-        T* dst = bt + gg * tile + i * tc + tt;
-        if (i < m && j < p.n)
-          copy_async(dst, p.B + og[1] + i * p.b.row + j * p.b.col);
-        else
-          *dst = T(0);
-      }
-    }
-  };
-
-  int64_t base = int64_t(blockIdx.x) * groups;
-  set_tasks(base, 0);
-  __syncthreads();  // the first tasks' offsets are set
-  issue(base, 0, 0);
-  copy_async_commit();
-  // Iteration i solves from stage i % 2 with task slot i % 3: the slot written for the next
-  // iteration, (i + 1) % 3, was last read two iterations ago, before this iteration's barriers.
-  for (int i = 0; base < ntasks; base += step, ++i) {
-    const int s = i & 1, q = i % 3, qn = (i + 1) % 3;
-    const int64_t next = base + step;
-    set_tasks(next, qn);
-    __syncthreads();  // (A) the next tasks' offsets are set; every thread is done with stage s ^ 1 and the flags
-    const int nvalid = valid(base);
-    if (tid < nvalid) exact[tid] = 0;
-    if (next < ntasks) issue(next, qn, s ^ 1);
-    copy_async_commit();
-    copy_async_wait_prior<1>();  // this thread's copies into stage s have landed
-    __syncthreads();             // (B) everyone's have, and the flags are clear
-    // (a select, not stages + s * stage_elems: so the compiler sees the triangles aligned, and the
-    // substitution reads whole vectors)
-    T* const st = s ? stages + stage_elems : stages;
-    finish_pivots(st, p.conj ? nvalid * kGroupElems : 0, nvalid * M, p, tid, nthreads,
-                  [&](int d, T*& rcp_slot, int*& flag) -> const T* {
-                    const int gg = d / M, k = d - gg * M;
-                    T* Lg = st + gg * kGroupElems;
-                    rcp_slot = Lg + Layout::kTriangle + k;
-                    flag = &exact[gg];
-                    return Lg + Layout::at(k, k);
-                  },
-                  [] { __syncthreads(); });
-    __syncthreads();  // (C) the reciprocals and flags are set
-    if (g < nvalid) {
-      const int64_t* o = task + (q * groups + g) * kStagedTaskWords;
-      const int64_t j = o[3] + t;
-      if (j < p.n) {
-        const T* Ls = st + g * kGroupElems;
-        T* Bc = st + groups * kGroupElems + g * tile + t;  // my staged column (row r at Bc[r * tc])
-        T x[H];
-        auto load_rows = [&](int first) {
-#pragma unroll
-          for (int r = 0; r < H; ++r) x[r] = Bc[(first + r) * tc];
-        };
-        load_rows(0);
-        solve_column<T, M, H, Layout, kRowMajor>(
-            x, Ls, Ls + Layout::kTriangle, p, exact[g] != 0, p.X + o[2] + j * p.x.col, load_rows,
-            [&](int k) { return Bc[k * tc]; }, [&](int r, T v) { Bc[r * tc] = v; });
-      }
-    }
-  }
-}
-
-// Launches the staged column kernel, or returns false (launching nothing) where two stages of a
-// group do not fit in kStagedBudgetBytes with tiles of at least kMinTileColumns columns.
-template <typename T, int M, int H>
-bool launch_staged(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, hsmaError_t& err) {
-  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  const int64_t tri = row_major ? StagedLayout<T, M, true>::kTriangle : StagedLayout<T, M, false>::kTriangle;
-  auto block_bytes = [&](int64_t groups, int64_t tc) {
-    return 2 * groups * (tri + M + M * tc) * int64_t(sizeof(T)) + staged_task_bytes(static_cast<int>(groups));
-  };
-  int64_t tc = column_tile_width(p, dev);
-  while (tc > kMinTileColumns && block_bytes(1, tc) > kStagedBudgetBytes) tc /= 2;
-  if (block_bytes(1, tc) > kStagedBudgetBytes) return false;
-  const int64_t ntiles = (p.n + tc - 1) / tc, ntasks = p.batch * ntiles;
-  int64_t groups = kColumnThreads / tc;
-  while (groups > 1 && block_bytes(groups, tc) > kStagedBudgetBytes) groups /= 2;
-  while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;
-  const int64_t warp = dev.warp_size;
-  const int threads = static_cast<int>(
-      std::min<int64_t>(kColumnThreads, std::max<int64_t>(warp, (groups * tc + warp - 1) / warp * warp)));
-  const int smem = static_cast<int>(block_bytes(groups, tc));
-  constexpr int64_t kVec = 16 / sizeof(T);
-  bool vector_rows = !HSMA_HIP && p.async_copy && row_major && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
-                     reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
-  bool vector_b = !HSMA_HIP && p.async_copy && p.b.col == 1 && tc % kVec == 0 && p.n % kVec == 0 &&
-                  p.b.row % kVec == 0 && reinterpret_cast<uintptr_t>(p.B) % 16 == 0;
-  for (int d = 0; d < p.bl.ndim; ++d) {
-    vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
-    vector_b = vector_b && p.bl.stride[1][d] % kVec == 0;
-  }
-  const bool b_down = (p.b.row < 0 ? -p.b.row : p.b.row) < (p.b.col < 0 ? -p.b.col : p.b.col);
-  auto run = [&](auto kernel) {
-    // Once per device and block shape: the opt-in to kStagedBudgetBytes, and how many blocks fit.
-    static std::atomic<int> fits[64][8][8];  // [device][log2 tc][log2 groups]; 0: not asked yet
-    int device = 0;
-    if ((err = hsmaGetDevice(&device)) != hsmaSuccess) return;
-    int lt = 0, lg = 0;
-    while ((int64_t(1) << lt) < tc) ++lt;
-    while ((int64_t(1) << lg) < groups) ++lg;
-    std::atomic<int>& slot = fits[device & 63][lt & 7][lg & 7];
-    int per_sm = slot.load(std::memory_order_relaxed);
-    if (per_sm == 0) {
-      const void* fn = reinterpret_cast<const void*>(kernel);
-      if (hsmaFuncSetAttribute(fn, hsmaFuncAttributeMaxDynamicSharedMemorySize, kStagedBudgetBytes) != hsmaSuccess)
-        (void)hsmaGetLastError();  // (AMD: 64 KB without opting in; else the launch reports it)
-      if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != hsmaSuccess || per_sm < 1) {
-        (void)hsmaGetLastError();  // it only sizes the grid
-        per_sm = 1;
-      }
-      slot.store(per_sm, std::memory_order_relaxed);
-    }
-    const int64_t blocks = std::min<int64_t>({(ntasks + groups - 1) / groups,
-                                              int64_t(per_sm) * dev.multiprocessors, 0x7fffffff});
-    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows,
-                                                                      vector_b, b_down);
-    err = hsmaGetLastError();
-  };
-  if (row_major)
-    run(small_solve_staged_kernel<T, M, H, true>);
-  else
-    run(small_solve_staged_kernel<T, M, H, false>);
-  return true;
-}
-
 template <typename T, int M, int H = M>
 hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  if (p.column_stages == 2) {  // (forced: HSMA_TRSM_COLUMN_STAGES)
-    hsmaError_t err = hsmaSuccess;
-    if (launch_staged<T, M, H>(p, dev, stream, err)) return err;
-  }
   const int64_t tc = column_tile_width(p, dev);
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
@@ -1773,11 +1522,14 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     }
     // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
     // split kernel, which holds 32 rows at a time, is asked for (HSMA_TRSM_COLUMN_ROWS=32:
-    // p.column_rows) or measured better: float64 at 49-64 rows (batch 4096 of 64x64, 132.7 vs
-    // 140.2 us on the H200; kept off AMD, where it was not measured). Complex128, whose column does
+    // p.column_rows) or measured better on the H200 (kept off AMD, where it was not measured):
+    // float64 at 49-64 rows (batch 4096 of 64x64, 132.7 vs 140.2 us) and float32 there since its
+    // split kernel needs 114 registers, not 142 (batch 4096 of 64x64 69.6 vs 77.9 us, 128 unit
+    // columns 119.2 vs 129.5; profile_cases_..._split-float32.csv). Complex128, whose column does
     // not fit, takes the split kernel only when the column kernel is forced; else the segment kernel.
     const bool split = (p.column_rows != 0 && p.column_rows <= 32) ||
-                       (!HSMA_HIP && p.column_rows == 0 && p.m > 48 && std::is_same_v<T, double>);
+                       (!HSMA_HIP && p.column_rows == 0 && p.m > 48 &&
+                        (std::is_same_v<T, double> || std::is_same_v<T, float>));
     if (!split) {
       if constexpr (48 * sizeof(T) <= kColumnMaxBytes) {
         if (p.m <= 48) return launch_columns<T, 48>(p, dev, stream);

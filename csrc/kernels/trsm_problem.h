@@ -72,7 +72,6 @@ struct SolveProblem {
   int segment_rows = 0;   // rows per lane of warp-wide segments (1: strided, 2: blocked); 0: the launcher's choice
   int segment_steps = 0;  // steps per loop iteration of the blocked substitution (1, 2, 4; 32: unrolled); 0: the launcher's choice
   int column_rows = 0;    // most rows of a column a column-kernel thread holds at once (16, 32 or 64); 0: the launcher's choice
-  int column_stages = 0;  // 2: the staged (double-buffered) column kernel where it fits, 1: the column kernel; 0: the launcher's choice
   int mma_warps = 0;      // warps per block of the tensor-core kernel (4 or 8); 0: the launcher's choice
   int mma_fold = -1;      // tensor-core kernel with A batched: fold A's inverses (1) or substitute (0); -1: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
