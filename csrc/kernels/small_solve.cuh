@@ -231,11 +231,10 @@ __device__ __forceinline__ void substitute(T (&x)[H], const T* Ls, const T* Rs, 
   }
 }
 
-// The split kernel's update of rows kBase.. by the rows above them, already solved and stored
-// (solved(k) reads X(k) back, from L2): x_r -= sum_{k < kBase}
-// L(kBase + r, k) X(k), X read in chunks, the next chunk's loads in flight while the current one is
-// applied. Each x_r sums over k in order whichever way L is read (rows as vectors when kRowMajor,
-// else columns).
+// The split kernel's update of rows kBase.. by the rows above them, already solved and stored:
+// x_r -= sum_{k < kBase} L(kBase + r, k) X(k), solved(k) reading X(k) back (from L2) in chunks, the
+// next chunk's loads in flight while the current one is applied. Each x_r sums over k in order
+// whichever way L is read (rows as vectors when kRowMajor, else columns).
 template <typename T, int H, typename Layout, int kBase, bool kRowMajor, typename Solved>
 __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, Solved solved) {
   constexpr int kChunk = sizeof(T) >= 16 ? 4 : 8;
