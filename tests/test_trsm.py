@@ -623,13 +623,15 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 
-# Large complex batches of 49-64 rows with many columns: the launcher's choice among the
-# tensor-core kernel (complex128 on sm_80+), the tile kernel (complex128 with A broadcast over the
-# batch, or 128 columns and more, before sm_80) and the others, at orders and widths around those
-# edges, A batched or broadcast, B strided; and of 17-32 rows, whose columns the column kernel
-# splits in halves of 16 rows in such batches (complex64 on CUDA).
+# Large batches of 49-64 rows with many columns: the launcher's choice among the tensor-core
+# kernel (complex128 on sm_80+), the tile kernel (complex128 with A broadcast over the batch, or
+# 128 columns and more, before sm_80) and the others, at orders and widths around those edges, A
+# batched or broadcast, B strided; of 17-32 rows, whose columns the column kernel splits in halves
+# of 16 rows in such batches (complex64 on CUDA); for real types the column kernel with one task of
+# 64 or more columns per block, and float64's split kernel (packed triangle, capped registers,
+# row-major L; a transposed L takes the column-major form).
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,n,a_batched", [(64, 64, False), (57, 65, False), (49, 128, True), (64, 130, True),
                                            (64, 64, True), (48, 128, True), (32, 32, True), (17, 40, False),
                                            (25, 7, True)])

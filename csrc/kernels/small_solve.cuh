@@ -18,7 +18,7 @@
 //    task is in flight at once without holding registers. With many blocks, a block has just
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
 //    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
-//    complex128 on request, 16 of 32 for complex64 batches; a 16-byte type's triangle packed): the
+//    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' and float64's triangle packed): the
 //    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
 //    read back from X, and solved.
 //
@@ -186,18 +186,37 @@ static_assert(SegmentLayout<64, 2>::block_at(7, 1, 0) == SegmentLayout<64, 2>::a
               "SegmentLayout: block_at is at within a diagonal block");
 
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
-// M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked:
-// the split kernel's 16-byte types) only the lower triangle, packed row by row or column by column.
-template <int M, bool kRowMajor, bool kPacked>
+// M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked)
+// only the lower triangle, packed row by row (kRowMajor) or column by column, each row (column)
+// starting on a 16-byte boundary, so that the substitution reads whole 16-byte vectors and rows
+// can be copied in 16-byte pieces: row i holds L(i, 0..i) padded to a multiple of
+// kV = 16 / sizeof(T) elements; column k holds the rows from kV * floor(k / kV) on (those above k
+// are padding). For 16-byte types (kV = 1) that is the plain packed triangle.
+template <typename T, int M, bool kRowMajor, bool kPacked>
 struct ColumnLayout {
-  static constexpr int kTriangle = kPacked ? M * (M + 1) / 2 : M * M;
+  static constexpr int kV = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+  __host__ __device__ static constexpr int row_start(int i) {
+    return kV * kV * (i / kV) * (i / kV + 1) / 2 + (i % kV) * kV * (i / kV + 1);
+  }
+  __host__ __device__ static constexpr int col_start(int k) {
+    return k * M - kV * (kV * (k / kV) * (k / kV - 1) / 2 + (k % kV) * (k / kV));
+  }
+  static constexpr int kTriangle = !kPacked ? M * M : kRowMajor ? row_start(M) : col_start(M);
   __host__ __device__ static constexpr int at(int i, int k) {
     if constexpr (kPacked)
-      return kRowMajor ? i * (i + 1) / 2 + k : packed_start<M>(k) + (i - k);
+      return kRowMajor ? row_start(i) + k : col_start(k) + i - kV * (k / kV);
     else
       return kRowMajor ? i * M + k : k * M + i;
   }
 };
+static_assert(ColumnLayout<float, 64, true, true>::kTriangle == 2176 &&
+                  ColumnLayout<float, 64, false, true>::kTriangle == 2176 &&
+                  ColumnLayout<float, 64, true, true>::at(5, 2) == 4 + 4 + 4 + 4 + 8 + 2 &&
+                  ColumnLayout<float, 64, false, true>::at(9, 5) == 64 * 4 + 60 + 9 - 4 &&
+                  ColumnLayout<double, 64, true, true>::kTriangle == 2 * 32 * 33 &&
+                  ColumnLayout<complex<double>, 32, false, true>::at(7, 3) == packed_start<32>(3) + 4 &&
+                  ColumnLayout<complex<double>, 32, true, true>::kTriangle == 32 * 33 / 2,
+              "ColumnLayout: padded packed offsets");
 
 // In-register substitution of H rows x of one column (rows kBase.. of the padded triangle)
 // against the diagonal block L(kBase.., kBase..) in shared memory. kRowMajor: the row
@@ -324,16 +343,31 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // too long for one thread's registers, or for fewer registers per thread) H = M / 2: the top half
 // is solved and stored, then the bottom half is loaded, updated by the top half read back from X,
 // and solved.
-// Registers are left to ptxas: capped for more resident blocks (__launch_bounds__ minimum blocks of
-// 3, 5 or 6) the kernel lost or tied in every batch measured on the H200 (batch 10000 of 32x32
-// complex128 150.6 us at 168 registers vs 128.5; batch 4096 of 64x64 float32 68.0 / 71.1 / 98.8
-// vs 67.6, float64 139.8 vs 128.5: profile_cases_..._column-caps.csv).
+// Registers are left to ptxas except for float64's split kernel: capped for more resident blocks
+// (__launch_bounds__ minimum blocks of 3, 5 or 6) the other column kernels lost or tied in every
+// batch measured on the H200 (batch 10000 of 32x32 complex128 150.6 us at 168 registers vs 128.5;
+// batch 4096 of 64x64 float32 68.0 / 71.1 / 98.8 vs 67.6: profile_cases_..._column-caps.csv; the
+// float32 split kernel at 96 registers 74.8 vs 69.5: profile_cases_..._split-layouts.csv).
+// float64's split kernel keeps a packed triangle (17 KB instead of 33) and is capped at 128
+// registers (4 blocks of 128 threads, 8 of 64; 8 bytes spilled), so that 8 matrices are solved at
+// once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6:
+// batch 4096 of 64x64 121.5 vs 136.2 us, 128 unit columns 212.1 vs 222.1 (same file).
+// (Row-major L only: the column-major form spilled 128 bytes at that cap and was not measured.)
 template <typename T, int M, int H, bool kRowMajor>
-__global__ void __launch_bounds__(kColumnThreads)
+__host__ __device__ constexpr bool column_packed() {  // the triangle packed (ColumnLayout)
+  return H < M && (sizeof(T) >= 16 || (kRowMajor && std::is_same_v<T, double>));
+}
+template <typename T, int M, int H, bool kRowMajor>
+__host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
+  return H < M && kRowMajor && std::is_same_v<T, double> ? 4 : 0;
+}
+
+template <typename T, int M, int H, bool kRowMajor>
+__global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
-  constexpr bool kPacked = H < M && sizeof(T) >= 16;
-  using Layout = ColumnLayout<M, kRowMajor, kPacked>;
+  constexpr bool kPacked = column_packed<T, M, H, kRowMajor>();
+  using Layout = ColumnLayout<T, M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
   // (1 for a unit or padded diagonal). Padding beyond m is the identity.
@@ -384,9 +418,8 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
     if (kRowMajor && vector_rows) {
       // L's rows contiguous and 16-byte aligned, m = M (see launch_columns): 16-byte copies of the
       // pieces of rows that reach the triangle (the unused triangle and a unit diagonal they also
-      // bring along are never read; with a packed layout a piece is one element).
+      // bring along are never read; with a packed layout, the pieces of a row's padded length).
       constexpr unsigned kVec = 16 / sizeof(T);
-      static_assert(!kPacked || kVec == 1, "small_solve_columns_kernel: 16-byte pieces of packed rows");
       for (unsigned c = tid; c < total / kVec; c += nthreads) {
         const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
         if (k <= i) copy_async_16(smem + gg * kGroupElems + Layout::at(i, k), p.L + l_off[gg] + i * p.l.row + k);
@@ -433,10 +466,17 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   const int64_t tc = column_tile_width(p, dev);
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
-  constexpr bool kPacked = H < M && sizeof(T) >= 16;  // (as in small_solve_columns_kernel)
-  const int64_t group_bytes = int64_t(ColumnLayout<M, true, kPacked>::kTriangle + M) * sizeof(T);
+  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  const int64_t group_bytes =
+      int64_t((row_major ? ColumnLayout<T, M, true, column_packed<T, M, H, true>()>::kTriangle
+                         : ColumnLayout<T, M, false, column_packed<T, M, H, false>()>::kTriangle) + M) * sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
+  // Many tasks whose columns fill two warps or more: one task per block, so that blocks start and
+  // finish one matrix at a time (H200, batch 4096, two 64-column tasks per block -> one: 64x64
+  // float32 68.0 vs 69.5 us, A broadcast 62.6 vs 64.6; 48x48 float32 42.6 vs 44.5, float64 69.1
+  // vs 71.7: profile_cases_..._split-layouts.csv).
+  if (tc >= 2 * int64_t(dev.warp_size) && ntasks >= 4 * int64_t(dev.multiprocessors)) groups = 1;
   while (groups > 1 && groups * group_bytes > budget) groups /= 2;
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
@@ -451,7 +491,6 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     threads = std::max<int64_t>(warp, (groups * tc + warp - 1) / warp * warp);
     threads = std::min<int64_t>(threads, kColumnThreads);
   }
-  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
   // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
   constexpr int64_t kVec = 16 / sizeof(T);
@@ -467,6 +506,7 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
     small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
   return hsmaGetLastError();
 }
+
 // Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;
 // also on 64-wide wavefronts); blocked rows use M / 2 of them (kBlockedRows).
 constexpr int kSegment = 32;
