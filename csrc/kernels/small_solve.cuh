@@ -20,7 +20,7 @@
 //    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
 //    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' and float64's triangle packed): the
 //    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
-//    read back from X, and solved.
+//    read back from X (float32: from a copy kept in shared memory), and solved.
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
 //    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
@@ -302,11 +302,13 @@ __device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T>& p,
 
 // A column-kernel thread's solve of its column of X (rows 0..m-1, at X with row stride p.x.row),
 // H rows at a time: x holds rows 0..H-1 of B on entry. Each row block is scaled by alpha, updated
-// by the rows above it (the split form: solved(k) reads X(k) back), substituted against the
-// block's diagonal triangle and stored; the bottom block is loaded by load_rows(H).
-template <typename T, int M, int H, typename Layout, bool kRowMajor, typename LoadRows, typename Solved>
+// by the rows above it (the split form: solved(k) reads X(k) back, from X or from wherever
+// keep(r, x_r) put the top block's solved rows), substituted against the block's diagonal triangle
+// and stored; the bottom block is loaded by load_rows(H).
+template <typename T, int M, int H, typename Layout, bool kRowMajor, typename LoadRows, typename Solved,
+          typename Keep>
 __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs, const SolveProblem<T>& p,
-                                             bool exact_task, T* X, LoadRows load_rows, Solved solved) {
+                                             bool exact_task, T* X, LoadRows load_rows, Solved solved, Keep keep) {
   const int m = static_cast<int>(p.m);
   const int64_t xrow = p.x.row;
   auto solve_and_store = [&](auto base_rows) {  // rows base_rows.. (a compile-time constant)
@@ -322,6 +324,10 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 #pragma unroll
     for (int r = 0; r < H; ++r, Xr += xrow)
       if (kBase + r < m) *Xr = x[r];
+    if constexpr (kBase == 0 && H < M) {
+#pragma unroll
+      for (int r = 0; r < H; ++r) keep(r, x[r]);
+    }
   };
   solve_and_store(std::integral_constant<int, 0>());
   if constexpr (H < M) {
@@ -360,6 +366,15 @@ __host__ __device__ constexpr bool column_packed() {  // the triangle packed (Co
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
   return H < M && kRowMajor && std::is_same_v<T, double> ? 4 : 0;
+}
+// float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
+// memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
+// bank conflicts), from where the bottom half's update reads it instead of reloading X from L2
+// (H200: 128 unit columns 115.7 vs 119.7 us, A broadcast 64.8 vs 66.7, 64x64 67.5 vs 67.8; float64,
+// whose 8 blocks per multiprocessor it would cut to 6, 140.7 vs 122.2: profile_cases_..._stash.csv).
+template <typename T, int M, int H, bool kRowMajor>
+__host__ __device__ constexpr bool column_stash() {
+  return H < M && kRowMajor && std::is_same_v<T, float>;
 }
 
 template <typename T, int M, int H, bool kRowMajor>
@@ -445,8 +460,16 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
 
     if (active) {
       T* X = p.X + off[2] + j * p.x.col;
-      solve_column<T, M, H, Layout, kRowMajor>(
-          x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return reload(X + k * p.x.row); });
+      if constexpr (column_stash<T, M, H, kRowMajor>()) {  // the top half kept in shared memory too
+        T* slot = smem + groups * kGroupElems + g * H * tc + t;
+        solve_column<T, M, H, Layout, kRowMajor>(
+            x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return slot[k * tc]; },
+            [&](int r, T v) { slot[r * tc] = v; });
+      } else {
+        solve_column<T, M, H, Layout, kRowMajor>(
+            x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return reload(X + k * p.x.row); },
+            [](int, T) {});
+      }
     }
   }
 }
@@ -469,14 +492,19 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const int64_t group_bytes =
       int64_t((row_major ? ColumnLayout<T, M, true, column_packed<T, M, H, true>()>::kTriangle
-                         : ColumnLayout<T, M, false, column_packed<T, M, H, false>()>::kTriangle) + M) * sizeof(T);
+                         : ColumnLayout<T, M, false, column_packed<T, M, H, false>()>::kTriangle) + M +
+              (row_major && column_stash<T, M, H, true>() ? H * tc : 0)) * sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
-  // Many tasks whose columns fill two warps or more: one task per block, so that blocks start and
-  // finish one matrix at a time (H200, batch 4096, two 64-column tasks per block -> one: 64x64
-  // float32 68.0 vs 69.5 us, A broadcast 62.6 vs 64.6; 48x48 float32 42.6 vs 44.5, float64 69.1
-  // vs 71.7: profile_cases_..._split-layouts.csv).
-  if (tc >= 2 * int64_t(dev.warp_size) && ntasks >= 4 * int64_t(dev.multiprocessors)) groups = 1;
+  // Many tasks whose columns fill two warps or more (or one warp, with whole columns): one task per
+  // block, so that blocks start and finish one matrix at a time (H200, batch 4096, two 64-column
+  // tasks per block -> one: 64x64 float32 68.0 vs 69.5 us, A broadcast 62.6 vs 64.6; 48x48 float32
+  // 42.6 vs 44.5, float64 69.1 vs 71.7: profile_cases_..._split-layouts.csv; batch 10000 of 32x32,
+  // four 32-column tasks per block -> one: float32 32.0 vs 32.5, float64 57.8 vs 59.0, complex128
+  // 128.9 vs 130.4; complex64's split kernel lost, 77.8 vs 73.5: profile_cases_..._stash.csv).
+  if ((tc >= 2 * int64_t(dev.warp_size) || (tc >= dev.warp_size && H == M)) &&
+      ntasks >= 4 * int64_t(dev.multiprocessors))
+    groups = 1;
   while (groups > 1 && groups * group_bytes > budget) groups /= 2;
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
