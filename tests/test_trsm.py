@@ -15,6 +15,7 @@ from conftest import (
     CUDA_DEVICES,
     DEVICES,
     DTYPES,
+    REAL_DTYPES,
     TRANS,
     assert_unchanged,
     b_shape,
@@ -644,6 +645,24 @@ def test_small_wide_batches(device, dtype, k, n, a_batched, gen):
         B = make_rhs(b_shape(k, n, left=left, batch=(batch,)), dtype=dtype, device=device, gen=gen)
         if i == 3:
             B = B.mT.contiguous().mT
+        call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
+
+
+# The real types' split column kernel (49-64 rows) with several tasks per block: n <= 32 columns
+# per matrix in a batch of 600 gives tiles of up to 32 columns, two or more per block; float64's
+# packed triangles (16-byte copies into the second group's region at 64 rows, element copies
+# below, register staging) and float32's shared-memory copy of the top half beside several groups'
+# triangles, with n not a multiple of the tile; unit diagonals (NaN on the diagonal, never read).
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", REAL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k,n,unit,async_copy", [(64, 32, False, True), (64, 20, True, True), (57, 32, False, False),
+                                                 (49, 20, True, True), (64, 7, False, False)])
+def test_split_columns_several_tasks_per_block(device, dtype, k, n, unit, async_copy, monkeypatch, gen):
+    if not async_copy:
+        monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
+    for left, upper, trans in [(True, False, "N"), (False, True, "C"), (True, True, "T")]:
+        A = make_triangular(k, batch=(600,), dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+        B = make_rhs(b_shape(k, n, left=left, batch=(600,)), dtype=dtype, device=device, gen=gen)
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 

@@ -365,7 +365,9 @@ __host__ __device__ constexpr bool column_packed() {  // the triangle packed (Co
 }
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
-  return H < M && kRowMajor && std::is_same_v<T, double> ? 4 : 0;
+  // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit, and which was
+  // not measured.)
+  return !HSMA_HIP && H < M && kRowMajor && std::is_same_v<T, double> ? 4 : 0;
 }
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
