@@ -251,8 +251,8 @@ __device__ __forceinline__ void substitute(T (&x)[H], const T* Ls, const T* Rs, 
 }
 
 // The split kernel's update of rows kBase.. by the rows above them, already solved and stored:
-// x_r -= sum_{k < kBase} L(kBase + r, k) X(k), solved(k) reading X(k) back (from L2) in chunks, the
-// next chunk's loads in flight while the current one is applied. Each x_r sums over k in order
+// x_r -= sum_{k < kBase} L(kBase + r, k) X(k), solved(k) reading X(k) back (from L2, or float32's
+// copy in shared memory) in chunks, the next chunk's loads in flight while the current one is applied. Each x_r sums over k in order
 // whichever way L is read (rows as vectors when kRowMajor, else columns).
 template <typename T, int H, typename Layout, int kBase, bool kRowMajor, typename Solved>
 __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, Solved solved) {
@@ -347,8 +347,8 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // then read consecutive addresses and write consecutive shared-memory words (no bank conflicts).
 // A thread holds H of its column's M rows in registers: H = M, or (the split kernel, for columns
 // too long for one thread's registers, or for fewer registers per thread) H = M / 2: the top half
-// is solved and stored, then the bottom half is loaded, updated by the top half read back from X,
-// and solved.
+// is solved and stored, then the bottom half is loaded, updated by the top half read back from X
+// (float32: from a copy in shared memory, see column_stash), and solved.
 // Registers are left to ptxas except for float64's split kernel: capped for more resident blocks
 // (__launch_bounds__ minimum blocks of 3, 5 or 6) the other column kernels lost or tied in every
 // batch measured on the H200 (batch 10000 of 32x32 complex128 150.6 us at 168 registers vs 128.5;
