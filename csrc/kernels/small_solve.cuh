@@ -359,15 +359,19 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6:
 // batch 4096 of 64x64 121.5 vs 136.2 us, 128 unit columns 212.1 vs 222.1 (same file).
 // (Row-major L only: the column-major form spilled 128 bytes at that cap and was not measured.)
+// complex64's split kernel (only where forced, HSMA_TRSM_COLUMN_ROWS=32) is packed and capped the
+// same way (128 registers, 16 bytes spilled): batch 4096 of 64x64 370.2 us, against 502.5 unpacked
+// and 499.8 uncapped (131 registers), and against 314.4 for the 8-lane segment kernel, which the
+// launcher keeps (profile_cases_..._c64-split.csv).
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_packed() {  // the triangle packed (ColumnLayout)
-  return H < M && (sizeof(T) >= 16 || (kRowMajor && std::is_same_v<T, double>));
+  return H < M && (sizeof(T) >= 16 || (kRowMajor && sizeof(T) == 8));
 }
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
   // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit, and which was
   // not measured.)
-  return !HSMA_HIP && H < M && kRowMajor && std::is_same_v<T, double> ? 4 : 0;
+  return !HSMA_HIP && H < M && kRowMajor && sizeof(T) == 8 ? 4 : 0;
 }
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
@@ -626,14 +630,14 @@ template <int M, int kSeg, bool kBlocked> __device__ __forceinline__ int segment
   return kBlocked ? lane * (M / kSeg) + s : lane + s * kSeg;
 }
 
-// Segment substitution of one column over kSeg lanes: lane l owns rows l + kSeg * s
-// (s < M / kSeg) in b. At step k the lane owning row k scales it by the pivot's reciprocal, a
-// shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows below k with
-// L(:, k) from the packed triangle. With one or two rows per lane (kSeg = 32: strided few-column solves) the
+// Segment substitution of kCols columns over kSeg lanes: lane l owns rows l + kSeg * s
+// (s < M / kSeg) of each column in b[c]. At step k the lane owning row k scales it by the pivot's
+// reciprocal, a shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows
+// below k with L(:, k) from the packed triangle (each L(i, k) read once for the kCols columns). With one or two rows per lane (kSeg = 32: strided few-column solves) the
 // reciprocals sit in registers, so no memory access is on the dependent chain; with more rows per
 // lane (narrow segments, for batches) each step reads Rs[k], an address known in advance.
-template <typename T, int M, int kSeg, bool kExact>
-__device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
+template <typename T, int M, int kSeg, bool kExact, int kCols>
+__device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
                                                    bool unit) {
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "substitute_segment: whole rows per lane");
@@ -646,24 +650,34 @@ __device__ __forceinline__ void substitute_segment(T (&b)[M / kSeg], const T* Ls
 #pragma unroll
   for (int k = 0; k < M; ++k) {
     const int s = k / kSeg, src = k % kSeg;
-    T v = b[s];
+    T rk = T(1);
     if (!unit) {
-      T rk;
       if constexpr (kRegisterReciprocals) rk = r[s];
       else rk = Rs[k];
-      if constexpr (kExact)
-        v = divide_by_pivot(v, Ls[packed_start<M>(k)], rk);
-      else
-        v = v * rk;
     }
-    T xk = v;
-    if constexpr (kSeg > 1) xk = shfl(v, src, kSeg);
-    if (lane == src) b[s] = xk;
+    T xk[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      T v = b[c][s];
+      if (!unit) {
+        if constexpr (kExact)
+          v = divide_by_pivot(v, Ls[packed_start<M>(k)], rk);
+        else
+          v = v * rk;
+      }
+      xk[c] = v;
+      if constexpr (kSeg > 1) xk[c] = shfl(v, src, kSeg);
+      if (lane == src) b[c][s] = xk[c];
+    }
     const T* col = Ls + packed_start<M>(k) - k;  // col[i] = L(i, k) for i >= k
 #pragma unroll
     for (int t = s; t < kRows; ++t) {
       const int i = lane + t * kSeg;
-      if (i > k) b[t] = fms(b[t], col[i], xk);
+      if (i > k) {
+        const T l = col[i];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) b[c][t] = fms(b[c][t], l, xk[c]);
+      }
     }
   }
 }
@@ -743,20 +757,21 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
   for (int s = 0; s < kRows; ++s) b[s] = done[s];
 }
 
-// One column of a segment: substitutes b (the lane's rows of column j, loaded; kBlocked: the
-// blocked substitution) and writes the solved rows to X, if the column is one of the task's
-// (j_active).
-template <typename T, int M, int kSeg, bool kBlocked, int kSteps = kSeg>
-__device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane,
-                                                       bool exact, const SolveProblem<T>& p, T* X, int64_t j,
-                                                       bool j_active) {
+// kCols columns of a segment: substitutes b (the lane's rows of columns j + c * j_step, loaded;
+// kBlocked: the blocked substitution, one column) and writes the solved rows to X, for the columns
+// before j_end.
+template <typename T, int M, int kSeg, bool kBlocked, int kSteps = kSeg, int kCols>
+__device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
+                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
+                                                        int64_t j_step, int64_t j_end) {
   if constexpr (kBlocked) {
+    static_assert(kCols == 1, "solve_and_store_columns: one column per blocked segment");
     if (exact)
-      substitute_segment_blocked<T, M, kSeg, true, false, kSteps>(b, Ls, Rs, lane);  // (never with a unit diagonal)
+      substitute_segment_blocked<T, M, kSeg, true, false, kSteps>(b[0], Ls, Rs, lane);  // (never with a unit diagonal)
     else if (p.unit)
-      substitute_segment_blocked<T, M, kSeg, false, true, kSteps>(b, Ls, Rs, lane);
+      substitute_segment_blocked<T, M, kSeg, false, true, kSteps>(b[0], Ls, Rs, lane);
     else
-      substitute_segment_blocked<T, M, kSeg, false, false, kSteps>(b, Ls, Rs, lane);
+      substitute_segment_blocked<T, M, kSeg, false, false, kSteps>(b[0], Ls, Rs, lane);
   } else {
     if (exact)
       substitute_segment<T, M, kSeg, true>(b, Ls, Rs, lane, p.unit);
@@ -765,9 +780,13 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
   }
   const int m = static_cast<int>(p.m);
 #pragma unroll
-  for (int s = 0; s < M / kSeg; ++s) {
-    const int row = segment_row<M, kSeg, kBlocked>(lane, s);
-    if (j_active && row < m) X[row * p.x.row + j * p.x.col] = b[s];
+  for (int c = 0; c < kCols; ++c) {
+    const int64_t jc = j + c * j_step;
+#pragma unroll
+    for (int s = 0; s < M / kSeg; ++s) {
+      const int row = segment_row<M, kSeg, kBlocked>(lane, s);
+      if (jc < j_end && row < m) X[row * p.x.row + jc * p.x.col] = b[c][s];
+    }
   }
 }
 
@@ -776,8 +795,9 @@ __device__ __forceinline__ void solve_and_store_column(T (&b)[M / kSeg], const T
 // and 3 (80 registers, a few spilled) for complex128. Left to ptxas, batch 4096 of 64x64 complex64
 // got 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a time): 383.7 us
 // against 306.2 with 4 blocks; complex128 599.6 against 578.9 with 3 (4 spilled more and lost).
-template <typename T, int kSeg> __host__ __device__ constexpr int segment_min_blocks() {
-  return kSeg != 8 ? 1 : sizeof(T) >= 16 ? 3 : 4;
+// Two columns per segment: 2 blocks (128 registers; complex128 at 48 rows spills 76 bytes).
+template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int segment_min_blocks() {
+  return kSeg != 8 ? 1 : kCols > 1 ? 2 : sizeof(T) >= 16 ? 3 : 4;
 }
 
 // Segment kernel: a thread block of kThreads takes one (batch entry, column tile) task at a time;
@@ -789,9 +809,18 @@ template <typename T, int kSeg> __host__ __device__ constexpr int segment_min_bl
 // instructions per step. Blocked segments (kBlocked: the warp-wide segments' default on CUDA,
 // single solves, where the chain of dependent steps is the time) solve a lane's M / kSeg
 // contiguous rows per step (substitute_segment_blocked).
+// kCols columns per strided segment (columns j, j + kThreads / kSeg, ...): each L(i, k) read from
+// shared memory, Nsight Compute's bound for the 8-lane segments (the L1 data pipe 85-89% busy at
+// batch 4096 of 64x64), then serves kCols multiply-adds. Two columns at 2 blocks of 256 threads
+// per multiprocessor (the same columns in flight as one column at 4 or 3) won for complex128 at 48
+// rows (H200, batch 4096 of 48x48: 341.2 vs 357.3 us) and lost for complex64 at 64 rows (batch
+// 4096 of 64x64: 334.8 vs 305.5 us; 128 unit columns 590.9 vs 522.7; A broadcast 328.8 vs
+// 304.6; rolled to fit 80 registers, 3 blocks, 415-429 us: profile_cases_..._segment-columns.csv),
+// where the launcher keeps one (launch_narrow_segments).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
-template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg>
-__global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg>()))
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
+          int kCols = 1>
+__global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg, kCols>()))
 small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
@@ -814,13 +843,16 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     T* X = p.X + off[2];
     const int64_t j_begin = tile * tile_cols;
     const int64_t j_end = j_begin + tile_cols < p.n ? j_begin + tile_cols : p.n;
-    T b[kRows];
-    auto load_rhs = [&](int64_t j) {
+    T b[kCols][kRows];
+    auto load_rhs = [&](int64_t j) {  // columns j + c nseg
 #pragma unroll
-      for (int s = 0; s < kRows; ++s) {
-        const int row = segment_row<M, kSeg, kBlocked>(lane, s);
-        b[s] = (j < j_end && row < m) ? B[row * p.b.row + j * p.b.col] : T(0);  // alpha: at the solve
-      }
+      for (int c = 0; c < kCols; ++c)
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+          const int row = segment_row<M, kSeg, kBlocked>(lane, s);
+          const int64_t jc = j + c * nseg;
+          b[c][s] = (jc < j_end && row < m) ? B[row * p.b.row + jc * p.b.col] : T(0);  // alpha: at the solve
+        }
     };
     load_rhs(j_begin + seg);
 
@@ -828,18 +860,20 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
     // (the staging unrolled where the registers are not capped: warp-wide segments)
-    constexpr int kStageUnroll = segment_min_blocks<T, kSeg>() == 1 ? 16 : 1;
+    constexpr int kStageUnroll = segment_min_blocks<T, kSeg, kCols>() == 1 ? 16 : 1;
     load_packed_triangle<T, M, kThreads, Layout, kStageUnroll>(Ls, Rs, &exact, p.L + off[0], p, tid,
                                                                [] { __syncthreads(); });
     __syncthreads();
     const bool exact_task = exact != 0;
 
-    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg) {
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += nseg * kCols) {
       const int64_t j = j0 + seg;
       if (j0 != j_begin) load_rhs(j);
 #pragma unroll
-      for (int s = 0; s < kRows; ++s) b[s] = p.alpha * b[s];
-      solve_and_store_column<T, M, kSeg, kBlocked, kSteps>(b, Ls, Rs, lane, exact_task, p, X, j, j < j_end);
+      for (int c = 0; c < kCols; ++c)
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) b[c][s] = p.alpha * b[c][s];
+      solve_and_store_columns<T, M, kSeg, kBlocked, kSteps>(b, Ls, Rs, lane, exact_task, p, X, j, nseg, j_end);
     }
   }
 }
@@ -880,13 +914,13 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
     warp_sync();
     const bool exact_task = exact_all[w] != 0;
     for (int64_t j = 0; j < p.n; ++j) {
-      T b[kRows];
+      T b[1][kRows];
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
         const int row = lane + s * kSegment;
-        b[s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+        b[0][s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
       }
-      solve_and_store_column<T, M, kSegment, false>(b, Ls, Rs, lane, exact_task, p, X, j, true);
+      solve_and_store_columns<T, M, kSegment, false>(b, Ls, Rs, lane, exact_task, p, X, j, 1, p.n);
     }
   }
 }
@@ -900,9 +934,10 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   return hsmaGetLastError();
 }
 
-template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg>
+template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
+          int kCols = 1>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const int nseg = kThreads / kSeg;
+  const int nseg = kThreads / kSeg * kCols;  // columns per pass
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
@@ -913,8 +948,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps><<<grid, kThreads, 0, stream>>>(p, tile_cols,
-                                                                                               ntiles);
+  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols><<<grid, kThreads, 0, stream>>>(
+      p, tile_cols, ntiles);
   return hsmaGetLastError();
 }
 
@@ -1475,6 +1510,14 @@ constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
 // lost for every dtype (float32 2.53 / 2.74, complex64 3.23 / 3.35).
 constexpr int kBlockedSteps64 = 4;
 
+// 8-lane segments: two columns per segment for complex128 at 33-48 rows, one elsewhere (see
+// small_solve_segments_kernel).
+template <typename T, int M>
+hsmaError_t launch_narrow_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+  constexpr int kCols = std::is_same_v<T, complex<double>> && M == 48 ? 2 : 1;
+  return launch_segments<T, M, kNarrowSegment, false, kSmallThreads, kNarrowSegment, kCols>(p, dev, stream);
+}
+
 // The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
 // with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), `steps` steps per loop
 // iteration of the substitution (0: kBlockedSteps64 at M = 64, unrolled at 32), else strided.
@@ -1482,7 +1525,7 @@ template <typename T, int M>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
                             int rows, int steps) {
   if constexpr (kNarrowSegments) {
-    if (lanes == kNarrowSegment) return launch_segments<T, M, kNarrowSegment>(p, dev, stream);
+    if (lanes == kNarrowSegment) return launch_narrow_segments<T, M>(p, dev, stream);
   }
   if (lanes == kSegment && rows == 2) {
     constexpr int kSeg = M / 2;
@@ -1619,7 +1662,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
   // 64 would do 1.8x the work: batch 4096 of 48x48 complex128 515 us padded, 350 at 48 rows).
   if constexpr (kNarrowSegments && kComplex) {
-    if (p.m <= 48 && lanes == kNarrowSegment) return launch_segments<T, 48, kNarrowSegment>(p, dev, stream);
+    if (p.m <= 48 && lanes == kNarrowSegment) return launch_narrow_segments<T, 48>(p, dev, stream);
   }
   return launch_segments<T, 64>(p, dev, stream, lanes, rows, steps);
 }
