@@ -1,0 +1,82 @@
+// Kernel time of the 8-lane segment kernels alone, without torch (a development probe, not the
+// benchmark): batch 4096 of 64x64 complex64 (n = 64, and 128 unit columns) and of 48x48
+// complex128, CUDA events around each launch, 30 launches after 5 warm-up ones, and the residual
+// ||L X - B|| / ||B|| of the first 8 entries. Built on a machine without a GPU and run on one, to
+// compare builds of different revisions of the header:
+//     nvcc -std=c++17 -O3 -arch=sm_90 -DNEWAPI_ON=1 -I<dir with small_solve.cuh, portable.cuh,
+//          trsm_problem.h> scripts/segment_probe.cu -o probe
+// NEWAPI_ON=1 calls launch_narrow_segments (the launcher's choice of columns per segment, since
+// 5fcc99f), 0 launch_segments<T, M, 8> (older headers). benchmarks/results/probe_segments_*.txt.
+#include "small_solve.cuh"
+#include <cstdio>
+#include <vector>
+#include <random>
+#include <cmath>
+using namespace hsma;
+template <typename T> T rnd(std::mt19937& g) {
+  std::normal_distribution<double> d;
+  if constexpr (sizeof(T) == 8) return T(float(d(g)), float(d(g)));
+  else return T(d(g), d(g));
+}
+template <typename T, int M>
+void run(const char* name, int64_t batch, int m, int n, bool unit) {
+  std::mt19937 g(1);
+  std::vector<T> L(batch * m * m), B(batch * m * n);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int i = 0; i < m; ++i)
+      for (int k = 0; k < m; ++k) {
+        T v = rnd<T>(g); using R = decltype(v.re);
+        v.re /= R(std::sqrt(double(m))); v.im /= R(std::sqrt(double(m)));
+        if (i == k) v.re += R(2);
+        L[(b * m + i) * m + k] = k <= i ? v : T(NAN, NAN);
+      }
+  for (auto& v : B) v = rnd<T>(g);
+  T *dL, *dB, *dX;
+  cudaMalloc(&dL, L.size() * sizeof(T)); cudaMalloc(&dB, B.size() * sizeof(T)); cudaMalloc(&dX, B.size() * sizeof(T));
+  cudaMemcpy(dL, L.data(), L.size() * sizeof(T), cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, B.data(), B.size() * sizeof(T), cudaMemcpyHostToDevice);
+  SolveProblem<T> p; p.m = m; p.n = n; p.batch = batch; p.L = dL; p.l = {m, 1}; p.B = dB; p.b = {n, 1}; p.X = dX; p.x = {n, 1};
+  p.bl.ndim = 1; p.bl.size[0] = batch; p.bl.stride[0][0] = int64_t(m) * m; p.bl.stride[1][0] = int64_t(m) * n; p.bl.stride[2][0] = int64_t(m) * n;
+  p.unit = unit;
+  const DeviceInfo dev = current_device_info();
+  auto launch = [&] {
+#if NEWAPI_ON
+    return launch_narrow_segments<T, M>(p, dev, 0);
+#else
+    return launch_segments<T, M, 8>(p, dev, 0);
+#endif
+  };
+  for (int i = 0; i < 5; ++i) launch();
+  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+  float best = 1e30f, total = 0; const int reps = 30;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(e0); launch(); cudaEventRecord(e1); cudaEventSynchronize(e1);
+    float ms; cudaEventElapsedTime(&ms, e0, e1); total += ms; best = ms < best ? ms : best;
+  }
+  std::vector<T> X(B.size());
+  cudaMemcpy(X.data(), dX, X.size() * sizeof(T), cudaMemcpyDeviceToHost);
+  double num = 0, den = 0;  // residual of the first 8 entries: ||L X - B|| / ||B||
+  for (int64_t b = 0; b < 8; ++b)
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double re = 0, im = 0;
+        for (int k = 0; k <= i; ++k) {
+          T l = (unit && k == i) ? T(1, 0) : L[(b * m + i) * m + k]; T x = X[(b * m + k) * n + j];
+          re += double(l.re) * x.re - double(l.im) * x.im; im += double(l.re) * x.im + double(l.im) * x.re;
+        }
+        T bb = B[(b * m + i) * n + j];
+        num += (re - bb.re) * (re - bb.re) + (im - bb.im) * (im - bb.im); den += double(bb.re) * bb.re + double(bb.im) * bb.im;
+      }
+  printf("%-34s mean %8.2f us  min %8.2f us  resid %.2e  err %s\n", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
+         cudaGetErrorString(cudaGetLastError()));
+  cudaFree(dL); cudaFree(dB); cudaFree(dX);
+}
+int main() {
+  cudaFree(0);
+  for (int round = 0; round < 2; ++round) {
+    run<complex<float>, 64>("c64 b=4096 64x64 n=64", 4096, 64, 64, false);
+    run<complex<float>, 64>("c64 b=4096 64x64 n=128 unit", 4096, 64, 128, true);
+    run<complex<double>, 48>("c128 b=4096 48x48 n=48", 4096, 48, 48, false);
+  }
+  return 0;
+}
