@@ -18,7 +18,8 @@
 //    task is in flight at once without holding registers. With many blocks, a block has just
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
 //    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
-//    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' and float64's triangle packed): the
+//    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' triangle packed, and
+//    row-major float64's and 64-row complex64's): the
 //    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
 //    read back from X (float32: from a copy kept in shared memory), and solved.
 //
@@ -359,19 +360,25 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6:
 // batch 4096 of 64x64 121.5 vs 136.2 us, 128 unit columns 212.1 vs 222.1 (same file).
 // (Row-major L only: the column-major form spilled 128 bytes at that cap and was not measured.)
-// complex64's split kernel (only where forced, HSMA_TRSM_COLUMN_ROWS=32) is packed and capped the
-// same way (128 registers, 16 bytes spilled): batch 4096 of 64x64 370.2 us, against 502.5 unpacked
-// and 499.8 uncapped (131 registers), and against 314.4 for the 8-lane segment kernel, which the
-// launcher keeps (profile_cases_..._c64-split.csv).
+// complex64's split kernel at 64 rows (only where forced, HSMA_TRSM_COLUMN_ROWS=32) is packed and
+// capped the same way (128 registers, 16 bytes spilled): batch 4096 of 64x64 370.2 us, against
+// 502.5 unpacked and 499.8 uncapped (131 registers), and against 314.4 for the 8-lane segment
+// kernel, which the launcher keeps (profile_cases_..._c64-split.csv). Not its 16-row split of
+// 17-32 rows (the launcher's choice for complex64 batches), which the cap would take from 84
+// registers (5 blocks of 128 threads per multiprocessor) to 110 (4).
+template <typename T, int M, int H, bool kRowMajor>
+__host__ __device__ constexpr bool column_packed_capped() {  // row-major 8-byte split kernels packed and capped
+  return H < M && kRowMajor && (std::is_same_v<T, double> || (std::is_same_v<T, complex<float>> && M == 64));
+}
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_packed() {  // the triangle packed (ColumnLayout)
-  return H < M && (sizeof(T) >= 16 || (kRowMajor && sizeof(T) == 8));
+  return (H < M && sizeof(T) >= 16) || column_packed_capped<T, M, H, kRowMajor>();
 }
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
   // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit, and which was
   // not measured.)
-  return !HSMA_HIP && H < M && kRowMajor && sizeof(T) == 8 ? 4 : 0;
+  return !HSMA_HIP && column_packed_capped<T, M, H, kRowMajor>() ? 4 : 0;
 }
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
@@ -802,14 +809,14 @@ __device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg],
 // and 3 (80 registers, a few spilled) for complex128. Left to ptxas, batch 4096 of 64x64 complex64
 // got 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a time): 383.7 us
 // against 306.2 with 4 blocks; complex128 599.6 against 578.9 with 3 (4 spilled more and lost).
-// Two columns per segment: 2 blocks (128 registers; complex128 at 48 rows spills 76 bytes).
+// Two columns per segment: 2 blocks (128 registers; complex128 at 48 rows spills 68 bytes).
 template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int segment_min_blocks() {
   return kSeg != 8 ? 1 : kCols > 1 ? 2 : sizeof(T) >= 16 ? 3 : 4;
 }
 
 // Segment kernel: a thread block of kThreads takes one (batch entry, column tile) task at a time;
 // the whole block loads the triangle into shared memory (by columns, SegmentLayout), then each
-// kSeg-lane segment solves columns of the tile (kThreads / kSeg columns per pass). Strided
+// kSeg-lane segment solves columns of the tile (kThreads / kSeg * kCols columns per pass). Strided
 // segments (kBlocked false): kSeg = 32 spreads a column over a warp, one row per step; narrower
 // segments keep M / kSeg rows per lane in registers for batches whose columns would not fit one
 // thread's registers (the column kernel's limit) at a fraction of the warp-wide segment's
@@ -819,7 +826,7 @@ template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int
 // kCols columns per strided segment (columns j, j + kThreads / kSeg, ...): each L(i, k) read from
 // shared memory, Nsight Compute's bound for the 8-lane segments (the L1 data pipe 85-89% busy at
 // batch 4096 of 64x64), then serves kCols multiply-adds. Two columns at 2 blocks of 256 threads
-// per multiprocessor (the same columns in flight as one column at 4 or 3) won for complex128 at 48
+// per multiprocessor (128 columns in flight, as one column at 4 blocks; 96 at 3) won for complex128 at 48
 // rows (H200, batch 4096 of 48x48: 341.2 vs 357.3 us) and lost for complex64 at 64 rows (batch
 // 4096 of 64x64: 334.8 vs 305.5 us; 128 unit columns 590.9 vs 522.7; A broadcast 328.8 vs
 // 304.6; rolled to fit 80 registers, 3 blocks, 415-429 us: profile_cases_..._segment-columns.csv),
@@ -944,14 +951,14 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
           int kCols = 1>
 hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const int nseg = kThreads / kSeg * kCols;  // columns per pass
+  const int pass_cols = kThreads / kSeg * kCols;  // columns per pass of all segments
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
   int64_t passes = 1;
-  const int64_t n_pass = (p.n + nseg - 1) / nseg;
+  const int64_t n_pass = (p.n + pass_cols - 1) / pass_cols;
   while (passes < 8 && passes < n_pass && p.batch * ((n_pass + 2 * passes - 1) / (2 * passes)) >= 4 * sms)
     passes *= 2;
-  const int64_t tile_cols = nseg * passes;
+  const int64_t tile_cols = pass_cols * passes;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
