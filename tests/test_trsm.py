@@ -650,10 +650,11 @@ def test_small_wide_batches(device, dtype, k, n, a_batched, gen):
 
 
 # The real types' split column kernel (49-64 rows) with several tasks per block: n <= 32 columns
-# per matrix in a batch of 600 gives tiles of up to 32 columns, two or more per block; float64's
-# packed triangles (16-byte copies into the second group's region at 64 rows, element copies
-# below, register staging) and float32's shared-memory copy of the top half beside several groups'
-# triangles, with n not a multiple of the tile; unit diagonals (NaN on the diagonal, never read).
+# per matrix in a batch of 600 gives tiles of up to 32 columns, two or more per block; packed
+# triangles (float64's, and float32's with A batched: 16-byte copies into the second group's region
+# at 64 rows, element copies below, register staging) and float32's shared-memory copy of the top
+# half beside several groups' triangles, with n not a multiple of the tile; unit diagonals (NaN on
+# the diagonal, never read).
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", REAL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,n,unit,async_copy", [(64, 32, False, True), (64, 20, True, True), (57, 32, False, False),

@@ -40,6 +40,14 @@ typedef cudaError_t hsmaError_t;
 
 #include <cstdint>
 
+// A kernel's register cap per thread, whatever its block size (__maxnreg__, CUDA 12.4+); 255, the
+// architectural limit, leaves the choice to ptxas. Not on AMD (hipcc has no such attribute).
+#if HSMA_HIP
+#define HSMA_MAXNREG(...)
+#else
+#define HSMA_MAXNREG(...) __maxnreg__((__VA_ARGS__))
+#endif
+
 namespace hsma {
 
 // Device-side warp width. __AMDGCN_WAVEFRONT_SIZE is defined by clang for every AMD target

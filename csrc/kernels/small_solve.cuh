@@ -350,11 +350,13 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // too long for one thread's registers, or for fewer registers per thread) H = M / 2: the top half
 // is solved and stored, then the bottom half is loaded, updated by the top half read back from X
 // (float32: from a copy in shared memory, see column_stash), and solved.
-// Registers are left to ptxas except for float64's split kernel: capped for more resident blocks
-// (__launch_bounds__ minimum blocks of 3, 5 or 6) the other column kernels lost or tied in every
-// batch measured on the H200 (batch 10000 of 32x32 complex128 150.6 us at 168 registers vs 128.5;
-// batch 4096 of 64x64 float32 68.0 / 71.1 / 98.8 vs 67.6: profile_cases_..._column-caps.csv; the
-// float32 split kernel at 96 registers 74.8 vs 69.5: profile_cases_..._split-layouts.csv).
+// Registers are left to ptxas except for float64's split kernel and complex128's whole columns of
+// 32 rows (column_max_registers): capped for more resident blocks (__launch_bounds__ minimum blocks
+// of 3, 5 or 6) the other column kernels lost or tied in every batch measured on the H200 (batch
+// 10000 of 32x32 complex128 150.6 us at 168 registers vs 128.5; batch 4096 of 64x64 float32 68.0 /
+// 71.1 / 98.8 vs 67.6: profile_cases_..._column-caps.csv; the float32 split kernel at 96 registers
+// 74.8 vs 69.5: profile_cases_..._split-layouts.csv; packed and at 112, 96 or 88 registers 67.5,
+// 76.4, 75.1 vs 67.7: profile_cases_..._column-regs.csv).
 // float64's split kernel keeps a packed triangle (17 KB instead of 33) and is capped at 128
 // registers (4 blocks of 128 threads, 8 of 64; 8 bytes spilled), so that 8 matrices are solved at
 // once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6:
@@ -380,6 +382,24 @@ __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s 
   // not measured.)
   return !HSMA_HIP && column_packed_capped<T, M, H, kRowMajor>() ? 4 : 0;
 }
+// float32's split kernel packs its triangle too (ColumnLayout, rows padded to 16 bytes: 8.5 KB
+// instead of 16) where A is batched (H200, batch 4096 of 64x64: 66.5 vs 67.7 us; 128 unit columns
+// 115.2 vs 115.3; the same 125 registers and 8 blocks per multiprocessor), but not where one A
+// serves the call (A broadcast: 68.4 vs 63.0 us), so the launcher picks the layout at run time
+// (profile_cases_..._column-regs.csv).
+template <typename T, int M, int H, bool kRowMajor>
+__host__ __device__ constexpr bool column_packs_batched_a() {
+  return !HSMA_HIP && H < M && kRowMajor && std::is_same_v<T, float>;
+}
+// A register cap per thread finer than __launch_bounds__ gives for blocks of up to kColumnThreads
+// threads (0: none): complex128's whole columns of 32 rows (row-major L), whose blocks in large
+// batches are one warp, use 208 registers instead of 244 with a cap of 224 (no spills), so that 9
+// blocks run per multiprocessor instead of 8 (H200, batch 10000 of 32x32: 127.2 vs 128.5 us; caps of
+// 200 and 184 spilled 60 and 76 bytes: 131.7 and 132.8 us; profile_cases_..._column-regs.csv).
+template <typename T, int M, int H, bool kRowMajor>
+__host__ __device__ constexpr int column_max_registers() {
+  return !HSMA_HIP && std::is_same_v<T, complex<double>> && M == 32 && H == M && kRowMajor ? 224 : 0;
+}
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
 // bank conflicts), from where the bottom half's update reads it instead of reloading X from L2
@@ -390,11 +410,10 @@ __host__ __device__ constexpr bool column_stash() {
   return H < M && kRowMajor && std::is_same_v<T, float>;
 }
 
-template <typename T, int M, int H, bool kRowMajor>
-__global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
-small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+__device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, int tc, int groups, int64_t ntiles,
+                                                    bool vector_rows) {
   static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
-  constexpr bool kPacked = column_packed<T, M, H, kRowMajor>();
   using Layout = ColumnLayout<T, M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
@@ -487,6 +506,26 @@ small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles
   }
 }
 
+// The column kernel's entry points: ptxas's register choice (within __launch_bounds__), or capped
+// at column_max_registers (__maxnreg__, which on an uncapped kernel would change ptxas's choice).
+template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+__global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
+small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
+}
+template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+__global__ void __launch_bounds__(kColumnThreads) HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
+small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
+}
+
+// Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
+template <typename T> bool shares_a(const SolveProblem<T>& p) {
+  bool shared = true;
+  for (int d = 0; d < p.bl.ndim; ++d) shared = shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
+  return shared;
+}
+
 // Columns per task of the column kernels: n rounded up to a power of two, at most the block;
 // narrower (more tasks on more multiprocessors, each loading its own copy of L) while the grid
 // would leave multiprocessors idle: a single solve is a chain of M dependent steps per column.
@@ -497,16 +536,14 @@ template <typename T> int64_t column_tile_width(const SolveProblem<T>& p, const 
   return tc;
 }
 
-template <typename T, int M, int H = M>
-hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int64_t tc = column_tile_width(p, dev);
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
-  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   const int64_t group_bytes =
-      int64_t((row_major ? ColumnLayout<T, M, true, column_packed<T, M, H, true>()>::kTriangle
-                         : ColumnLayout<T, M, false, column_packed<T, M, H, false>()>::kTriangle) + M +
-              (row_major && column_stash<T, M, H, true>() ? H * tc : 0)) * sizeof(T);
+      int64_t(ColumnLayout<T, M, kRowMajor, kPacked>::kTriangle + M + (column_stash<T, M, H, kRowMajor>() ? H * tc : 0)) *
+      sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
   // Many tasks whose columns fill two warps or more (or one warp, with whole columns): one task per
@@ -535,17 +572,31 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
   // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
   // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
   constexpr int64_t kVec = 16 / sizeof(T);
-  bool vector_rows = !HSMA_HIP && p.async_copy && row_major && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
+  bool vector_rows = !HSMA_HIP && p.async_copy && kRowMajor && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
                      reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
-  if (row_major)
-    small_solve_columns_kernel<T, M, H, true><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles,
-                                                                             vector_rows);
+  if constexpr (column_max_registers<T, M, H, kRowMajor>() > 0)
+    small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>
+        <<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
   else
-    small_solve_columns_kernel<T, M, H, false><<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, false);
+    small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>
+        <<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
   return hsmaGetLastError();
+}
+
+// The column kernel with the layout of L's triangle in shared memory fixed at compile time: rows
+// (kRowMajor) when L's rows are contiguous-ish, packed or not (column_packed, and for float32's split
+// kernel column_packs_batched_a where A is batched).
+template <typename T, int M, int H = M>
+hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  if (!row_major) return launch_columns_as<T, M, H, false, column_packed<T, M, H, false>()>(p, dev, stream);
+  if constexpr (column_packs_batched_a<T, M, H, true>()) {
+    if (!shares_a(p)) return launch_columns_as<T, M, H, true, true>(p, dev, stream);
+  }
+  return launch_columns_as<T, M, H, true, column_packed<T, M, H, true>()>(p, dev, stream);
 }
 
 // Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;
@@ -1443,13 +1494,6 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
 
 // The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
 inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
-
-// Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
-template <typename T> bool shares_a(const SolveProblem<T>& p) {
-  bool shared = true;
-  for (int d = 0; d < p.bl.ndim; ++d) shared = shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
-  return shared;
-}
 
 // Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (H200,
 // batches of 4096 64x64: 421 vs 444 us, 128 unit columns 764 vs 874, A broadcast 240 vs 284:
