@@ -40,12 +40,14 @@ typedef cudaError_t hsmaError_t;
 
 #include <cstdint>
 
-// A kernel's register cap per thread, whatever its block size (__maxnreg__, CUDA 12.4+); 255, the
-// architectural limit, leaves the choice to ptxas. Not on AMD (hipcc has no such attribute).
-#if HSMA_HIP
-#define HSMA_MAXNREG(...)
-#else
+// A kernel's register cap per thread, whatever its block size (__maxnreg__, CUDA 12.4+; a kernel
+// takes it instead of __launch_bounds__, not with it). Without it (AMD: hipcc has no such
+// attribute; older CUDA) the kernel is left to the compiler's choice.
+#if !HSMA_HIP && defined(__CUDACC_VER_MAJOR__) && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
 #define HSMA_MAXNREG(...) __maxnreg__((__VA_ARGS__))
+#else
+#define HSMA_MAXNREG(...)
 #endif
 
 namespace hsma {

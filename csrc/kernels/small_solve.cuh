@@ -19,7 +19,7 @@
 //    its solving threads (registers, not threads, bound how many run per multiprocessor).
 //    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
 //    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' triangle packed, and
-//    row-major float64's and 64-row complex64's): the
+//    row-major float64's, 64-row complex64's and, where A is batched, float32's): the
 //    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
 //    read back from X (float32: from a copy kept in shared memory), and solved.
 //
@@ -387,15 +387,19 @@ __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s 
 // 115.2 vs 115.3; the same 125 registers and 8 blocks per multiprocessor), but not where one A
 // serves the call (A broadcast: 68.4 vs 63.0 us), so the launcher picks the layout at run time
 // (profile_cases_..._column-regs.csv).
-template <typename T, int M, int H, bool kRowMajor>
-__host__ __device__ constexpr bool column_packs_batched_a() {
-  return !HSMA_HIP && H < M && kRowMajor && std::is_same_v<T, float>;
+template <typename T, int M, int H>
+__host__ __device__ constexpr bool column_packs_batched_a() {  // (row-major L)
+  return !HSMA_HIP && H < M && std::is_same_v<T, float>;
 }
 // A register cap per thread finer than __launch_bounds__ gives for blocks of up to kColumnThreads
 // threads (0: none): complex128's whole columns of 32 rows (row-major L), whose blocks in large
-// batches are one warp, use 208 registers instead of 244 with a cap of 224 (no spills), so that 9
-// blocks run per multiprocessor instead of 8 (H200, batch 10000 of 32x32: 127.2 vs 128.5 us; caps of
-// 200 and 184 spilled 60 and 76 bytes: 131.7 and 132.8 us; profile_cases_..._column-regs.csv).
+// batches are one warp, use 218 registers instead of 244 with a cap of 224 (no spills), so that 9
+// blocks run per multiprocessor instead of 8 (H200, batch 10000 of 32x32, event-timed launches of a
+// torch-free probe, scripts/small_kernel_probe.cu: mean 129.5-130.4 vs 133.3-135.1 us,
+// probe_columns_...txt). The first form measured also had __launch_bounds__, which nvcc accepts
+// beside __maxnreg__ only in templates, and took 208 registers: 127.2 vs 128.5 us kernel time in
+// profile_cases_..._column-regs.csv, 132.1-134.7 us in the probe; caps of 200 and 184 spilled 60
+// and 76 bytes: 131.7 and 132.8 us.
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_max_registers() {
   return !HSMA_HIP && std::is_same_v<T, complex<double>> && M == 32 && H == M && kRowMajor ? 224 : 0;
@@ -413,7 +417,7 @@ __host__ __device__ constexpr bool column_stash() {
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, int tc, int groups, int64_t ntiles,
                                                     bool vector_rows) {
-  static_assert(H == M || 2 * H == M, "small_solve_columns_kernel: one or two row blocks");
+  static_assert(H == M || 2 * H == M, "solve_columns_block: one or two row blocks");
   using Layout = ColumnLayout<T, M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Per group, kGroupElems elements: L (see ColumnLayout), then Rs[k], the reciprocal of pivot k
@@ -507,14 +511,15 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 }
 
 // The column kernel's entry points: ptxas's register choice (within __launch_bounds__), or capped
-// at column_max_registers (__maxnreg__, which on an uncapped kernel would change ptxas's choice).
+// at column_max_registers (__maxnreg__; on the uncapped kernels even a cap of 255 would change
+// ptxas's choices: the float32 split kernel took 129 registers instead of 125).
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
-__global__ void __launch_bounds__(kColumnThreads) HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
+__global__ void HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
 small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
@@ -593,7 +598,7 @@ template <typename T, int M, int H = M>
 hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   if (!row_major) return launch_columns_as<T, M, H, false, column_packed<T, M, H, false>()>(p, dev, stream);
-  if constexpr (column_packs_batched_a<T, M, H, true>()) {
+  if constexpr (column_packs_batched_a<T, M, H>()) {
     if (!shares_a(p)) return launch_columns_as<T, M, H, true, true>(p, dev, stream);
   }
   return launch_columns_as<T, M, H, true, column_packed<T, M, H, true>()>(p, dev, stream);

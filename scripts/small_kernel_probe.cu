@@ -1,13 +1,18 @@
-// Kernel time of the 8-lane segment kernels alone, without torch (a development probe, not the
-// benchmark): batch 4096 of 64x64 complex64 (n = 64, and 128 unit columns) and of 48x48
-// complex128, CUDA events around each launch, 30 launches after 5 warm-up ones, and the residual
+// Kernel time of small-path kernels alone, without torch (a development probe, not the
+// benchmark): CUDA events around each launch after 5 warm-up ones, and the residual
 // ||L X - B|| / ||B|| of the first 8 entries. Built on a machine without a GPU and run on one, to
 // compare builds of different revisions of the header:
-//     nvcc -std=c++17 -O3 -arch=sm_90 -DNEWAPI_ON=1 -I<dir with small_solve.cuh, portable.cuh,
-//          trsm_problem.h> scripts/segment_probe.cu -o probe
-// NEWAPI_ON=1 calls launch_narrow_segments (the launcher's choice of columns per segment, since
-// 5fcc99f), 0 launch_segments<T, M, 8> (older headers). benchmarks/results/probe_segments_*.txt.
+//     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1] [-DNEWAPI_ON=1] [-DVARIANT='"name"']
+//          -I<dir with small_solve.cuh, portable.cuh, trsm_problem.h> scripts/small_kernel_probe.cu -o probe
+// Default: the 8-lane segment kernels, batch 4096 of 64x64 complex64 (n = 64, and 128 unit
+// columns) and of 48x48 complex128, 30 launches each; NEWAPI_ON=1 calls launch_narrow_segments
+// (the launcher's choice of columns per segment, since 5fcc99f), 0 launch_segments<T, M, 8> (older
+// headers). PROBE_COLUMNS=1: the column kernel (launch_columns), batch 10000 of 32x32
+// complex128, 50 launches, three rounds. benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
+#ifndef PROBE_COLUMNS
+#define PROBE_COLUMNS 0
+#endif
 #include <cstdio>
 #include <vector>
 #include <random>
@@ -40,7 +45,9 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
   p.unit = unit;
   const DeviceInfo dev = current_device_info();
   auto launch = [&] {
-#if NEWAPI_ON
+#if PROBE_COLUMNS
+    return launch_columns<T, M>(p, dev, 0);
+#elif NEWAPI_ON
     return launch_narrow_segments<T, M>(p, dev, 0);
 #else
     return launch_segments<T, M, 8>(p, dev, 0);
@@ -48,7 +55,7 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
   };
   for (int i = 0; i < 5; ++i) launch();
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  float best = 1e30f, total = 0; const int reps = 30;
+  float best = 1e30f, total = 0; const int reps = PROBE_COLUMNS ? 50 : 30;
   for (int r = 0; r < reps; ++r) {
     cudaEventRecord(e0); launch(); cudaEventRecord(e1); cudaEventSynchronize(e1);
     float ms; cudaEventElapsedTime(&ms, e0, e1); total += ms; best = ms < best ? ms : best;
@@ -71,12 +78,20 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
          cudaGetErrorString(cudaGetLastError()));
   cudaFree(dL); cudaFree(dB); cudaFree(dX);
 }
+#ifndef VARIANT
+#define VARIANT ""
+#endif
 int main() {
   cudaFree(0);
+#if PROBE_COLUMNS
+  for (int round = 0; round < 3; ++round)
+    run<complex<double>, 32>(VARIANT " c128 b=10000 32x32 n=32", 10000, 32, 32, false);
+#else
   for (int round = 0; round < 2; ++round) {
     run<complex<float>, 64>("c64 b=4096 64x64 n=64", 4096, 64, 64, false);
     run<complex<float>, 64>("c64 b=4096 64x64 n=128 unit", 4096, 64, 128, true);
     run<complex<double>, 48>("c128 b=4096 48x48 n=48", 4096, 48, 48, false);
   }
+#endif
   return 0;
 }
