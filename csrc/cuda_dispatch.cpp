@@ -221,6 +221,13 @@ bool async_copy_choice() {
   return env == nullptr || std::string(env) != "0";
 }
 
+// HSMA_TRSM_PDL=0 launches the small kernels plainly instead of as programmatic dependent
+// launches on sm_90+ (ablations).
+bool dependent_launch_choice() {
+  const char* env = std::getenv("HSMA_TRSM_PDL");
+  return env == nullptr || std::string(env) != "0";
+}
+
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -270,6 +277,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.mma_warps = mma_warps_choice();
     p.mma_fold = mma_fold_choice();
     p.async_copy = async_copy_choice();
+    p.dependent_launch = dependent_launch_choice();
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

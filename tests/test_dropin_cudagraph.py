@@ -6,12 +6,17 @@
   on another stream or a synchronising call inside the op would make the capture fail.
 - With torch.cuda.set_sync_debug_mode("error"), eager forward and backward raise on any
   host-device synchronisation torch performs.
-- torch.compile(mode="reduce-overhead") (inductor + CUDA-graph trees) of the same step."""
+- torch.compile(mode="reduce-overhead") (inductor + CUDA-graph trees) of the same step.
+- Small solves that depend on each other back to back (each small kernel family), eager and
+  replayed from a graph: on sm_90+ each kernel is a programmatic dependent launch that may start
+  while the previous one ends, and must still read its inputs after they are written and write its
+  output after the previous kernel has read it."""
 import pytest
 import torch
 
 import hsma_trsm
-from conftest import CUDA_DEVICES, dtype_id, make_generator, make_rhs, make_triangular
+from conftest import (CUDA_DEVICES, dtype_id, forward_tolerance, make_generator, make_rhs, make_triangular,
+                      reference_trsm, relative_error, set_small_kernel)
 
 # (k, batch, dtype): the small path, the direct-leaf blocked path, the inverted-block path.
 CASES = [
@@ -111,3 +116,73 @@ def test_compile_reduce_overhead(device, dtype):
             torch.testing.assert_close(gB.clone(), gB2, **_tol(dtype))
     finally:
         torch._dynamo.reset()
+
+
+# (kernel spec, k, batch, n, dtype): a shape each small kernel family takes (see set_small_kernel).
+CHAIN_CASES = [
+    pytest.param("auto", 64, (), 64, torch.complex128, id="segments-blocked-single-64"),
+    pytest.param("auto+plain-launch", 64, (), 64, torch.float32, id="plain-launch-single-64"),
+    pytest.param("columns", 32, (300,), 32, torch.float32, id="columns-batch300-32"),
+    pytest.param("auto", 64, (64,), 64, torch.float64, id="columns-split-batch64-64"),
+    pytest.param("segments:8", 64, (64,), 64, torch.complex64, id="segments-8-lanes-batch64-64"),
+    pytest.param("warps", 32, (500,), 1, torch.float64, id="warp-tasks-batch500-32"),
+    pytest.param("tiles", 64, (20,), 64, torch.complex128, id="tiles-batch20-64"),
+    pytest.param("mma", 64, (20,), 64, torch.float64, id="mma-batch20-64"),
+    pytest.param("mma", 64, (), 256, torch.complex128, id="mma-fold-single-64x256"),
+]
+
+
+def _chain(A, B):
+    """Four small solves in a row (the op, left lower): X1 = A^-1 B; X2 = A^-1 X1, reading what the
+    kernel before wrote; X1 solved in place (X1 <- A^-1 X1), writing what the kernel before read;
+    X3 = A^-1 (X1 + X2), after a torch kernel. X1 and X2 end equal to A^-2 B."""
+    X1 = torch.ops.hsma.trsm(A, B, upper=False)
+    X2 = torch.ops.hsma.trsm(A, X1, upper=False)
+    torch.ops.hsma.trsm_(A, X1, upper=False)
+    X3 = torch.ops.hsma.trsm(A, X1 + X2, upper=False)
+    return X1, X2, X3
+
+
+def _check_chain(A, B, X1, X2, X3):
+    """X1 and X2 against A^-2 B (two reference solves: twice the one-solve tolerance, which is two
+    orders of magnitude above a correct solve's error), X3 against the reference of its input."""
+    tol = forward_tolerance(B.dtype, A.shape[-1])
+    twice = reference_trsm(A, torch.from_numpy(reference_trsm(A, B)))
+    steps = {"X1 in place": (X1, twice, 2 * tol), "X2": (X2, twice, 2 * tol),
+             "X3": (X3, reference_trsm(A, X1 + X2), tol)}
+    for name, (X, ref, bound) in steps.items():
+        err = relative_error(X, ref)
+        assert err <= bound, f"{name}: forward relative error {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("spec,k,batch,n,dtype", CHAIN_CASES)
+def test_dependent_small_solves(device, spec, k, batch, n, dtype, monkeypatch):
+    """Each solve of _chain right after the one it depends on, eager and replayed from a graph (new
+    inputs copied in), against the float64/complex128 reference of each step's actual input."""
+    set_small_kernel(monkeypatch, spec)
+    gen = make_generator(7)
+
+    def inputs():
+        A = make_triangular(k, batch=batch, dtype=dtype, device=device, gen=gen)
+        B = make_rhs((*batch, k, n), dtype=dtype, device=device, gen=gen)
+        return A, B
+
+    A, B = inputs()
+    _check_chain(A, B, *_chain(A, B))
+
+    static = inputs()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _chain(*static)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = _chain(*static)
+    for _ in range(2):
+        for dst, src in zip(static, inputs()):
+            dst.copy_(src)
+        g.replay()
+        torch.cuda.synchronize()
+        _check_chain(static[0], static[1], *static_out)

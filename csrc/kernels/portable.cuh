@@ -9,7 +9,9 @@
 //   - a small complex type with the same layout as c10::complex / std::complex;
 //   - the runtime calls a launcher needs to opt a kernel into more dynamic shared memory
 //     (hsmaFuncSetAttribute) and to size its grid (hsmaOccupancyMaxActiveBlocksPerMultiprocessor);
-//   - asynchronous global -> shared copies (cp.async on sm_80+, a load and a store elsewhere).
+//   - asynchronous global -> shared copies (cp.async on sm_80+, a load and a store elsewhere);
+//   - kernel launches that may overlap the previous kernel's end (programmatic dependent launch,
+//     CUDA sm_90+; a plain launch elsewhere).
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
@@ -279,6 +281,48 @@ __device__ inline void warp_sync() {
 #else
   __syncwarp();
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Programmatic dependent launch (CUDA, sm_90 and newer; CUDA Programming Guide, "Programmatic
+// Dependent Launch and Synchronization"). A kernel launched with launch_kernel(..., dependent =
+// true) may be scheduled while the previous kernel in its stream still runs, if that kernel
+// allows it (griddepcontrol.launch_dependents); its blocks then start, and stop at
+// grid_dependency_sync() until the previous kernel has completed and its memory is visible. So
+// the launch of a solve overlaps the end of the kernel before it (one solve after another in a
+// CUDA graph: the GPU time between two kernels), never its data. Every kernel launched that way
+// calls grid_dependency_sync() before it touches global memory; the call also lets the next such
+// kernel launch. Elsewhere (older GPUs, AMD, a launch without the attribute) both are no-ops.
+__device__ inline void grid_dependency_sync() {
+#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialisation attribute
+// when `dependent` (CUDA only: the launchers ask for it on sm_90+ unless HSMA_TRSM_PDL=0; the
+// kernel must call grid_dependency_sync() first). Returns the launch error.
+template <typename... Params, typename... Args>
+hsmaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, hsmaStream_t stream,
+                          bool dependent, Args... args) {
+#if !HSMA_HIP
+  if (dependent) {
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, args...);
+  }
+#endif
+  kernel<<<grid, block, smem, stream>>>(args...);
+  return hsmaGetLastError();
 }
 #endif  // __CUDACC__ || __HIPCC__
 

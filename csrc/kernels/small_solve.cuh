@@ -516,12 +516,21 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  grid_dependency_sync();
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
 small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+  grid_dependency_sync();
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
+}
+
+// Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ unless
+// HSMA_TRSM_PDL=0. Every kernel of this file calls grid_dependency_sync() before its first global
+// access.
+template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
+  return p.dependent_launch && dev.cc_major >= 9;
 }
 
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
@@ -583,12 +592,11 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
   if constexpr (column_max_registers<T, M, H, kRowMajor>() > 0)
-    small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>
-        <<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
+    return launch_kernel(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
+                         dependent(p, dev), p, int(tc), int(groups), ntiles, vector_rows);
   else
-    small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>
-        <<<grid, block, smem, stream>>>(p, int(tc), int(groups), ntiles, vector_rows);
-  return hsmaGetLastError();
+    return launch_kernel(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
+                         dependent(p, dev), p, int(tc), int(groups), ntiles, vector_rows);
 }
 
 // The column kernel with the layout of L's triangle in shared memory fixed at compile time: rows
@@ -904,6 +912,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
   const int nseg = kThreads / kSeg;
   const int seg = tid / kSeg, lane = tid % kSeg;
   const int64_t ntasks = p.batch * ntiles;
+  grid_dependency_sync();
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
@@ -971,6 +980,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
   T* Ls = Ls_all[w];
   T* Rs = Rs_all[w];
   const int m = static_cast<int>(p.m);
+  grid_dependency_sync();
 
   for (int64_t task = int64_t(blockIdx.x) * kWarps + w; task < p.batch; task += int64_t(gridDim.x) * kWarps) {
     int64_t off[3];
@@ -1000,8 +1010,7 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  small_solve_warp_tasks_kernel<T, M><<<grid, kWarpTaskThreads, 0, stream>>>(p);
-  return hsmaGetLastError();
+  return launch_kernel(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, dependent(p, dev), p);
 }
 
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
@@ -1018,9 +1027,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols><<<grid, kThreads, 0, stream>>>(
-      p, tile_cols, ntiles);
-  return hsmaGetLastError();
+  return launch_kernel(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
+                       stream, dependent(p, dev), p, tile_cols, ntiles);
 }
 
 // Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
@@ -1074,6 +1082,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   T(*Xw)[kTileWarpCols] = Xs[w];
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
+  grid_dependency_sync();
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
@@ -1167,7 +1176,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 
 // Four warps for B of at most 32 columns, else eight (64 columns per task).
 template <typename T>
-hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
+hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 32 * kTileMaxWarps, kNarrow = kWide / 2;
   const int threads = p.n <= (kNarrow / 32) * kTileWarpCols ? kNarrow : kWide;
   const int64_t tile_cols = (threads / 32) * kTileWarpCols;
@@ -1175,10 +1184,8 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, hsmaStream_t stream) {
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   if (threads == kNarrow)
-    small_solve_tiles_kernel<T, kNarrow><<<grid, kNarrow, 0, stream>>>(p, ntiles);
-  else
-    small_solve_tiles_kernel<T, kWide><<<grid, kWide, 0, stream>>>(p, ntiles);
-  return hsmaGetLastError();
+    return launch_kernel(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, dependent(p, dev), p, ntiles);
+  return launch_kernel(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, dependent(p, dev), p, ntiles);
 }
 
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
@@ -1431,6 +1438,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   const int w = tid / 32, lane = tid % 32, q = lane / 4, c4 = lane % 4;
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
+  grid_dependency_sync();
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
   // contiguous (kFold with A batched): block b takes a contiguous range of tasks, so that the
   // column tiles of one A follow each other in a block (task = batch entry * ntiles + tile); else
@@ -1527,9 +1535,8 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
         per_sm = 1;
       grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
     }
-    kernel<<<static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream>>>(p, ntiles,
-                                                                                         fold && !a_shared);
-    return hsmaGetLastError();
+    return launch_kernel(kernel, static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream,
+                         dependent(p, dev), p, ntiles, fold && !a_shared);
   };
   if (fold)
     return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, true>, kNarrow * 32)
@@ -1668,7 +1675,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       return launch_mma<T, 64>(p, dev, stream);
     }
   }
-  if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, stream);
+  if (tiles_wanted && p.m > 32) return launch_tiles<T>(p, dev, stream);
   if (warp_tasks_wanted) {
     if (p.m <= 32) {
       if constexpr (warp_tasks_fit<T, 32>()) return launch_warp_tasks<T, 32>(p, dev, stream);
