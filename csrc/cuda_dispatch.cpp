@@ -221,11 +221,14 @@ bool async_copy_choice() {
   return env == nullptr || std::string(env) != "0";
 }
 
-// HSMA_TRSM_PDL=0 launches the small kernels plainly instead of as programmatic dependent
-// launches on sm_90+ (ablations).
-bool dependent_launch_choice() {
+// HSMA_TRSM_PDL=0|1|2: the small kernels' launches on sm_90+ (ablations; SolveProblem::
+// dependent_launch): 0 plain, 1 (the default) programmatic dependent launches released when the
+// kernel before starts, 2 released when it completes.
+int dependent_launch_choice() {
   const char* env = std::getenv("HSMA_TRSM_PDL");
-  return env == nullptr || std::string(env) != "0";
+  if (env != nullptr && std::string(env) == "0") return 0;
+  const int v = option_choice("HSMA_TRSM_PDL", {1, 2});
+  return v ? v : 1;
 }
 
 template <typename S>

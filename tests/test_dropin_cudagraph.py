@@ -122,6 +122,8 @@ def test_compile_reduce_overhead(device, dtype):
 CHAIN_CASES = [
     pytest.param("auto", 64, (), 64, torch.complex128, id="segments-blocked-single-64"),
     pytest.param("auto+plain-launch", 64, (), 64, torch.float32, id="plain-launch-single-64"),
+    pytest.param("auto+pdl-at-end", 64, (), 64, torch.complex64, id="pdl-at-end-single-64"),
+    pytest.param("columns+pdl-at-end", 8, (10000,), 8, torch.complex64, id="pdl-at-end-columns-batch10000-8"),
     pytest.param("columns", 32, (300,), 32, torch.float32, id="columns-batch300-32"),
     pytest.param("auto", 64, (64,), 64, torch.float64, id="columns-split-batch64-64"),
     pytest.param("segments:8", 64, (64,), 64, torch.complex64, id="segments-8-lanes-batch64-64"),

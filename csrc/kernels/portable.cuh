@@ -291,12 +291,13 @@ __device__ inline void warp_sync() {
 // grid_dependency_sync() until the previous kernel has completed and its memory is visible. So
 // the launch of a solve overlaps the end of the kernel before it (one solve after another in a
 // CUDA graph: the GPU time between two kernels), never its data. Every kernel launched that way
-// calls grid_dependency_sync() before it touches global memory; the call also lets the next such
-// kernel launch. Elsewhere (older GPUs, AMD, a launch without the attribute) both are no-ops.
-__device__ inline void grid_dependency_sync() {
+// calls grid_dependency_sync() before it touches global memory; with `release` the call also lets
+// the next such kernel launch (else it launches when this one completes). Elsewhere (older GPUs,
+// AMD, a launch without the attribute) both are no-ops.
+__device__ inline void grid_dependency_sync(bool release) {
 #if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (release) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 

@@ -516,21 +516,21 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
 small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
 
 // Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ unless
 // HSMA_TRSM_PDL=0. Every kernel of this file calls grid_dependency_sync() before its first global
-// access.
+// access, releasing the next kernel's launch there when p.dependent_launch = 1.
 template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
-  return p.dependent_launch && dev.cc_major >= 9;
+  return p.dependent_launch != 0 && dev.cc_major >= 9;
 }
 
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
@@ -912,7 +912,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
   const int nseg = kThreads / kSeg;
   const int seg = tid / kSeg, lane = tid % kSeg;
   const int64_t ntasks = p.batch * ntiles;
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
@@ -980,7 +980,7 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
   T* Ls = Ls_all[w];
   T* Rs = Rs_all[w];
   const int m = static_cast<int>(p.m);
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
 
   for (int64_t task = int64_t(blockIdx.x) * kWarps + w; task < p.batch; task += int64_t(gridDim.x) * kWarps) {
     int64_t off[3];
@@ -1082,7 +1082,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   T(*Xw)[kTileWarpCols] = Xs[w];
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
 
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     int64_t bidx, tile, off[3];
@@ -1438,7 +1438,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   const int w = tid / 32, lane = tid % 32, q = lane / 4, c4 = lane % 4;
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
-  grid_dependency_sync();
+  grid_dependency_sync(p.dependent_launch == 1);
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
   // contiguous (kFold with A batched): block b takes a contiguous range of tasks, so that the
   // column tiles of one A follow each other in a block (task = batch entry * ntiles + tile); else
