@@ -221,14 +221,14 @@ bool async_copy_choice() {
   return env == nullptr || std::string(env) != "0";
 }
 
-// HSMA_TRSM_PDL=0|1|2: the small kernels' launches on sm_90+ (ablations; SolveProblem::
-// dependent_launch): 0 plain, 1 (the default) programmatic dependent launches released when the
-// kernel before starts, 2 released when it completes.
+// HSMA_TRSM_PDL=0|1|2 forces the small kernels' launches on sm_90+ (ablations, tests;
+// SolveProblem::dependent_launch): 0 plain, 1 programmatic dependent launches that release the
+// next kernel when they start, 2 when they complete; -1 when unset: the launcher's choice of 1 or 2.
 int dependent_launch_choice() {
   const char* env = std::getenv("HSMA_TRSM_PDL");
   if (env != nullptr && std::string(env) == "0") return 0;
   const int v = option_choice("HSMA_TRSM_PDL", {1, 2});
-  return v ? v : 1;
+  return v ? v : -1;
 }
 
 template <typename S>

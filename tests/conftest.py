@@ -65,7 +65,8 @@ TRANS = ["N", "T", "C"]
 _KERNEL_OPTIONS = {
     "sync-copy": ("HSMA_TRSM_ASYNC_COPY", "0"),  # triangles staged through registers
     "plain-launch": ("HSMA_TRSM_PDL", "0"),  # no programmatic dependent launch (sm_90+)
-    "pdl-at-end": ("HSMA_TRSM_PDL", "2"),  # the next kernel released when one completes, not when it starts
+    "pdl-at-start": ("HSMA_TRSM_PDL", "1"),  # the next kernel's launch released when one starts (sm_90+)
+    "pdl-at-end": ("HSMA_TRSM_PDL", "2"),  # ... when it completes
     "rows16": ("HSMA_TRSM_COLUMN_ROWS", "16"),  # the split column kernel, also for complex types at 17-32 rows
     "rows32": ("HSMA_TRSM_COLUMN_ROWS", "32"),  # the split column kernel at 33-64 rows
     "mma4": ("HSMA_TRSM_MMA_WARPS", "4"),  # four warps per block of the tensor-core kernel

@@ -123,7 +123,8 @@ CHAIN_CASES = [
     pytest.param("auto", 64, (), 64, torch.complex128, id="segments-blocked-single-64"),
     pytest.param("auto+plain-launch", 64, (), 64, torch.float32, id="plain-launch-single-64"),
     pytest.param("auto+pdl-at-end", 64, (), 64, torch.complex64, id="pdl-at-end-single-64"),
-    pytest.param("columns+pdl-at-end", 8, (10000,), 8, torch.complex64, id="pdl-at-end-columns-batch10000-8"),
+    pytest.param("columns", 8, (10000,), 8, torch.complex64, id="columns-batch10000-8"),
+    pytest.param("columns+pdl-at-start", 8, (10000,), 8, torch.complex64, id="pdl-at-start-columns-batch10000-8"),
     pytest.param("columns", 32, (300,), 32, torch.float32, id="columns-batch300-32"),
     pytest.param("auto", 64, (64,), 64, torch.float64, id="columns-split-batch64-64"),
     pytest.param("segments:8", 64, (64,), 64, torch.complex64, id="segments-8-lanes-batch64-64"),
@@ -131,6 +132,7 @@ CHAIN_CASES = [
     pytest.param("tiles", 64, (20,), 64, torch.complex128, id="tiles-batch20-64"),
     pytest.param("mma", 64, (20,), 64, torch.float64, id="mma-batch20-64"),
     pytest.param("mma", 64, (), 256, torch.complex128, id="mma-fold-single-64x256"),
+    pytest.param("mma+pdl-at-start", 64, (), 256, torch.complex128, id="pdl-at-start-mma-fold-single-64x256"),
 ]
 
 

@@ -528,9 +528,27 @@ small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t
 
 // Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ unless
 // HSMA_TRSM_PDL=0. Every kernel of this file calls grid_dependency_sync() before its first global
-// access, releasing the next kernel's launch there when p.dependent_launch = 1.
+// access, and releases the next kernel's launch there when p.dependent_launch = 1 (else the next
+// kernel launches when this one completes).
 template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
   return p.dependent_launch != 0 && dev.cc_major >= 9;
+}
+
+// p with the release point of its launch resolved: the forced one (HSMA_TRSM_PDL), else when the
+// kernel starts (`early`) or when it completes. On the H200 (small and batched suites of the
+// benchmark, GPU-only times from CUDA-graph replay, three runs; benchmarks/results/
+// *_pdl*.csv), releasing at the start saved 0.4-0.5 us per single solve (64x64: float32 3.72-3.76
+// vs 4.19-4.20 us plain, complex128 6.12-6.46 vs 6.66-6.97) and 0.3-0.9 us on most batches, where
+// releasing at completion saved about half as much; but releasing at the start lost where the
+// grid is sized to the GPU (the folding tensor-core kernel: A broadcast over batch 4096 of 64x64
+// complex128 242.5-243.2 us against 238.9-241.1 plain and 239.5 released at completion; a single
+// 64x4096 complex128 solve 16.26-16.28 against 15.62-16.12 and 15.28) and for the column kernel at
+// 8 rows of 8-byte types (batch 10000 of 8x8 complex64 5.89-5.95 us against 4.85-4.86 and 4.51;
+// float64 4.42-4.49 against 4.50-4.51 and 4.21), which release at completion.
+template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool early) {
+  SolveProblem<T> q = p;
+  if (q.dependent_launch < 0) q.dependent_launch = early ? 1 : 2;
+  return q;
 }
 
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
@@ -591,12 +609,13 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
+  const bool early = !(M == 8 && sizeof(T) == 8);  // (see released)
   if constexpr (column_max_registers<T, M, H, kRowMajor>() > 0)
     return launch_kernel(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
-                         dependent(p, dev), p, int(tc), int(groups), ntiles, vector_rows);
+                         dependent(p, dev), released(p, early), int(tc), int(groups), ntiles, vector_rows);
   else
     return launch_kernel(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
-                         dependent(p, dev), p, int(tc), int(groups), ntiles, vector_rows);
+                         dependent(p, dev), released(p, early), int(tc), int(groups), ntiles, vector_rows);
 }
 
 // The column kernel with the layout of L's triangle in shared memory fixed at compile time: rows
@@ -1010,7 +1029,8 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  return launch_kernel(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, dependent(p, dev), p);
+  return launch_kernel(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, dependent(p, dev),
+                       released(p, true));
 }
 
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
@@ -1028,7 +1048,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   return launch_kernel(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
-                       stream, dependent(p, dev), p, tile_cols, ntiles);
+                       stream, dependent(p, dev), released(p, true), tile_cols, ntiles);
 }
 
 // Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
@@ -1184,8 +1204,10 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaSt
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   if (threads == kNarrow)
-    return launch_kernel(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, dependent(p, dev), p, ntiles);
-  return launch_kernel(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, dependent(p, dev), p, ntiles);
+    return launch_kernel(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, dependent(p, dev),
+                         released(p, true), ntiles);
+  return launch_kernel(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, dependent(p, dev),
+                       released(p, true), ntiles);
 }
 
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
@@ -1536,7 +1558,7 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
       grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
     }
     return launch_kernel(kernel, static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream,
-                         dependent(p, dev), p, ntiles, fold && !a_shared);
+                         dependent(p, dev), released(p, !fold), ntiles, fold && !a_shared);
   };
   if (fold)
     return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, true>, kNarrow * 32)

@@ -76,8 +76,8 @@ struct SolveProblem {
   int mma_fold = -1;      // tensor-core kernel with A batched: fold A's inverses (1) or substitute (0); -1: the launcher's choice
   bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
   // Programmatic dependent launch on sm_90+ (HSMA_TRSM_PDL): 0 plain launches; 1 each kernel lets
-  // the next one launch once it has started; 2 once it has completed.
-  int dependent_launch = 1;
+  // the next one launch once it has started; 2 once it has completed; -1 the launcher's choice of 1 or 2.
+  int dependent_launch = -1;
 };
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
