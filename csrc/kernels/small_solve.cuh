@@ -536,15 +536,20 @@ template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo&
 
 // p with the release point of its launch resolved: the forced one (HSMA_TRSM_PDL), else when the
 // kernel starts (`early`) or when it completes. On the H200 (small and batched suites of the
-// benchmark, GPU-only times from CUDA-graph replay, three runs; benchmarks/results/
-// *_pdl*.csv), releasing at the start saved 0.4-0.5 us per single solve (64x64: float32 3.72-3.76
-// vs 4.19-4.20 us plain, complex128 6.12-6.46 vs 6.66-6.97) and 0.3-0.9 us on most batches, where
+// benchmark, GPU-only times from CUDA-graph replay; benchmarks/results/*_pdl-start*.csv,
+// *_pdl-modes-*.csv, and for the shipped choice *_pdl{0,1}-forced.csv beside the untagged run of
+// fb54cbf), releasing at the start saved 0.4-0.5 us per single solve (64x64: float32 3.72-3.76
+// vs 4.19-4.21 us plain, complex128 6.12-6.46 vs 6.66-6.97) and 0.3-0.9 us on most batches, where
 // releasing at completion saved about half as much; but releasing at the start lost where the
 // grid is sized to the GPU (the folding tensor-core kernel: A broadcast over batch 4096 of 64x64
-// complex128 242.5-243.2 us against 238.9-241.1 plain and 239.5 released at completion; a single
-// 64x4096 complex128 solve 16.26-16.28 against 15.62-16.12 and 15.28) and for the column kernel at
-// 8 rows of 8-byte types (batch 10000 of 8x8 complex64 5.89-5.95 us against 4.85-4.86 and 4.51;
-// float64 4.42-4.49 against 4.50-4.51 and 4.21), which release at completion.
+// complex128 241.7-243.2 us against 238.9-241.1 plain and 238.1-239.5 released at completion) and
+// for the column kernel at 8 rows of 8-byte types (batch 10000 of 8x8 complex64 5.89-5.95 us
+// against 4.85-4.87 and 4.46-4.51; float64 4.42-4.60 against 4.50-4.53 and 4.15-4.21), which
+// release at completion. The price, measured in the same runs: single solves that take those
+// launches too (8 rows, one column, float64 / complex64: 1.99 / 2.32 us against 1.67 / 1.95
+// released at the start and 2.12 / 2.46 plain; a float64 64x4096 solve, folded: 7.52 against 7.25
+// and 7.78), and the folding kernel's single 64x4096 complex128 solve varies between runs either
+// way (15.66-16.29 released at the start, 15.28 and 15.97 at completion, 15.62-16.12 plain).
 template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool early) {
   SolveProblem<T> q = p;
   if (q.dependent_launch < 0) q.dependent_launch = early ? 1 : 2;
