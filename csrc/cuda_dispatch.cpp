@@ -226,8 +226,9 @@ bool async_copy_choice() {
 // next kernel when they start, 2 when they complete; -1 when unset: the launcher's choice of 1 or 2.
 int dependent_launch_choice() {
   const char* env = std::getenv("HSMA_TRSM_PDL");
-  if (env != nullptr && std::string(env) == "0") return 0;
-  const int v = option_choice("HSMA_TRSM_PDL", {1, 2});
+  if (env == nullptr || *env == '\0') return -1;
+  if (std::string(env) == "0") return 0;
+  const int v = option_choice("HSMA_TRSM_PDL", {0, 1, 2});
   return v ? v : -1;
 }
 

@@ -154,6 +154,7 @@ template <typename R> __device__ inline complex<R> fms(complex<R> x, complex<R> 
 // grids and lane segments from these (the device warp width is only a compile-time constant in
 // the device pass, so the host asks the runtime).
 struct DeviceInfo {
+  int device = 0;  // the runtime's device index
   int multiprocessors = 0;
   int warp_size = 0;
   int cc_major = 0;  // compute capability (major) on CUDA; 0 on AMD
@@ -169,6 +170,7 @@ inline DeviceInfo current_device_info() {
 #endif
   DeviceInfo& info = cache[dev & 63];
   if (info.warp_size == 0) {
+    info.device = dev;
 #if HSMA_HIP
     (void)hipDeviceGetAttribute(&info.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
     (void)hipDeviceGetAttribute(&info.warp_size, hipDeviceAttributeWarpSize, dev);
@@ -302,12 +304,14 @@ __device__ inline void grid_dependency_sync(bool release) {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialisation attribute
-// when `dependent` (CUDA only: the launchers ask for it on sm_90+ unless HSMA_TRSM_PDL=0; the
-// kernel must call grid_dependency_sync() first). Returns the launch error.
+// when `dependent` (CUDA 12.3+, whose stream capture records it as a programmatic edge of the
+// graph; the launchers ask for it on sm_90+ where the kernels' code waits, unless
+// HSMA_TRSM_PDL=0; the kernel must call grid_dependency_sync() first). Returns the launch error,
+// which is not left behind as the runtime's last error.
 template <typename... Params, typename... Args>
 hsmaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, hsmaStream_t stream,
                           bool dependent, Args... args) {
-#if !HSMA_HIP
+#if !HSMA_HIP && CUDART_VERSION >= 12030
   if (dependent) {
     cudaLaunchAttribute attribute[1];
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -319,8 +323,12 @@ hsmaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
     config.stream = stream;
     config.attrs = attribute;
     config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, kernel, args...);
+    const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return err;
   }
+#else
+  (void)dependent;
 #endif
   kernel<<<grid, block, smem, stream>>>(args...);
   return hsmaGetLastError();

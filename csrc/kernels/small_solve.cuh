@@ -48,6 +48,7 @@
 // each, so that the four compile in parallel.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -526,12 +527,43 @@ small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
 
-// Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ unless
-// HSMA_TRSM_PDL=0. Every kernel of this file calls grid_dependency_sync() before its first global
-// access, and releases the next kernel's launch there when p.dependent_launch = 1 (else the next
-// kernel launches when this one completes).
+// An empty kernel of this file, compiled like the others: the code the GPU loads for it says
+// whether theirs waits (kernels_wait).
+__global__ void dependent_launch_probe_kernel() {}
+
+// Whether the code this GPU runs for this file's kernels waits for the kernel before it
+// (grid_dependency_sync). Only code compiled for a virtual architecture of 9.0 or newer has
+// griddepcontrol.wait, whatever SASS it ends up as, and cudaFuncAttributes::ptxVersion tells
+// which it is (H200: 90 for compute_90 code, 80 for compute_80 code whether built as sm_90 SASS or
+// JIT-compiled from PTX; probe_ptx_version_nvidia-h200_2026-12-01.txt). A build without such code
+// for this GPU (e.g. TORCH_CUDA_ARCH_LIST=8.0+PTX on a Hopper GPU) therefore launches plainly: a
+// dependent launch of a kernel that does not wait could read its inputs before they are written.
+// Asked once per device.
+inline bool kernels_wait(const DeviceInfo& dev) {
+#if HSMA_HIP
+  (void)dev;
+  return false;
+#else
+  static std::atomic<int> known[64];  // per device: 0 not yet asked, 1 waits, 2 does not
+  std::atomic<int>& k = known[dev.device & 63];
+  int v = k.load(std::memory_order_relaxed);
+  if (v == 0) {
+    cudaFuncAttributes a;
+    const cudaError_t err = cudaFuncGetAttributes(&a, dependent_launch_probe_kernel);
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    v = err == cudaSuccess && a.ptxVersion >= 90 ? 1 : 2;
+    k.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+#endif
+}
+
+// Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ where the
+// kernels' code waits (kernels_wait), unless HSMA_TRSM_PDL=0. Every kernel of this file calls
+// grid_dependency_sync() before its first global access, and releases the next kernel's launch
+// there when p.dependent_launch = 1 (else the next kernel launches when this one completes).
 template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
-  return p.dependent_launch != 0 && dev.cc_major >= 9;
+  return p.dependent_launch != 0 && dev.cc_major >= 9 && kernels_wait(dev);
 }
 
 // p with the release point of its launch resolved: the forced one (HSMA_TRSM_PDL), else when the
