@@ -588,6 +588,16 @@ template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool ea
   return q;
 }
 
+// kernel<<<grid, block, smem, stream>>>(p, args...) through launch_kernel: a dependent launch where
+// dependent() says so, p with its release point resolved (`early`: the launcher's choice, see
+// released). Every launch of this file's kernels goes through here.
+template <typename T, typename... Params, typename... Args>
+hsmaError_t launch_small(void (*kernel)(SolveProblem<T>, Params...), dim3 grid, dim3 block, size_t smem,
+                         hsmaStream_t stream, const SolveProblem<T>& p, const DeviceInfo& dev, bool early,
+                         Args... args) {
+  return launch_kernel(kernel, grid, block, smem, stream, dependent(p, dev), released(p, early), args...);
+}
+
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
 template <typename T> bool shares_a(const SolveProblem<T>& p) {
   bool shared = true;
@@ -648,11 +658,11 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
   const unsigned block = static_cast<unsigned>(threads);
   const bool early = !(M == 8 && sizeof(T) == 8);  // (see released)
   if constexpr (column_max_registers<T, M, H, kRowMajor>() > 0)
-    return launch_kernel(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
-                         dependent(p, dev), released(p, early), int(tc), int(groups), ntiles, vector_rows);
+    return launch_small(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream, p,
+                        dev, early, int(tc), int(groups), ntiles, vector_rows);
   else
-    return launch_kernel(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream,
-                         dependent(p, dev), released(p, early), int(tc), int(groups), ntiles, vector_rows);
+    return launch_small(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream, p, dev,
+                        early, int(tc), int(groups), ntiles, vector_rows);
 }
 
 // The column kernel with the layout of L's triangle in shared memory fixed at compile time: rows
@@ -1066,8 +1076,7 @@ hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, h
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  return launch_kernel(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, dependent(p, dev),
-                       released(p, true));
+  return launch_small(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, p, dev, true);
 }
 
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
@@ -1084,8 +1093,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  return launch_kernel(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
-                       stream, dependent(p, dev), released(p, true), tile_cols, ntiles);
+  return launch_small(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
+                      stream, p, dev, true, tile_cols, ntiles);
 }
 
 // Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
@@ -1241,10 +1250,8 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaSt
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   if (threads == kNarrow)
-    return launch_kernel(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, dependent(p, dev),
-                         released(p, true), ntiles);
-  return launch_kernel(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, dependent(p, dev),
-                       released(p, true), ntiles);
+    return launch_small(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, p, dev, true, ntiles);
+  return launch_small(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, p, dev, true, ntiles);
 }
 
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
@@ -1594,8 +1601,8 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
         per_sm = 1;
       grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
     }
-    return launch_kernel(kernel, static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream,
-                         dependent(p, dev), released(p, !fold), ntiles, fold && !a_shared);
+    return launch_small(kernel, static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream, p,
+                        dev, !fold, ntiles, fold && !a_shared);
   };
   if (fold)
     return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, true>, kNarrow * 32)
