@@ -484,7 +484,7 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
 # blocked substitution as a loop of N steps per iteration (32: fully unrolled). At 33-64 rows a column kernel thread holds the whole
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
 # HSMA_TRSM_COLUMN_ROWS=32); "+rows16" also splits complex columns of 17-32 rows in halves. "tiles": the register-tiled kernel at 33-64 rows (the launcher's
-# choice below). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
+# choice below; "+stepsN": N of its steps per loop iteration). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
 # through to the column or segment kernels), 8-row blocks padded to 32 or 64 rows, substituting
 # where A is batched and multiplying by folded inverses where one A serves the call (the unbatched
 # shapes); "+mma4" with four warps per block. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
@@ -500,7 +500,7 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
                                     "segments+seg-rows2", "segments+seg-rows2+steps1", "segments+seg-rows2+steps2",
                                     "segments+seg-rows2+steps4", "segments+seg-rows2+steps32", "segments:8",
                                     "warps", "pipeline",
-                                    "tiles", "mma", "mma+mma4", "mma+sync-copy", "columns+sync-copy", "columns+rows16+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
+                                    "tiles", "tiles+steps1", "tiles+steps4", "mma", "mma+mma4", "mma+sync-copy", "columns+sync-copy", "columns+rows16+sync-copy", "columns+rows32+sync-copy", "segments:8+sync-copy",
                                     "segments+seg-rows2+sync-copy", "segments+seg-rows1+sync-copy",
                                     "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

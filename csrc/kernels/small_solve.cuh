@@ -1097,55 +1097,103 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
                       stream, p, dev, true, tile_cols, ntiles);
 }
 
-// Tile kernel (batches of many columns at 33-64 rows): a blocked right-looking substitution whose
-// updates are register-tiled like a GEMM's, so that each value read from shared memory feeds
-// several fused multiply-adds (the segment kernel reads one L(i, k) per multiply-add and
-// broadcasts every x_k with a shuffle).
+// Tile kernel (batches of many columns at 33-64 rows): a right-looking substitution whose rows and
+// columns are spread over a warp's lanes in register tiles, so that each L(i, k) read from shared
+// memory feeds several multiply-adds (the 8-lane segment kernel reads one per multiply-add and is
+// bound by the L1 data pipe) and no lane idles while a row is solved.
 //   - A thread block takes one (batch entry, column tile) task at a time (grid-stride loop); the
 //     whole block loads the triangle, packed by columns and padded to 64 rows, as the strided
-//     segment kernel does.
-//   - Each 32-lane warp owns kTileWarpCols = 8 columns of the tile and all rows: lane
-//     (cg, r0) = (lane / 16, lane % 16) holds rows r0, r0 + 16, r0 + 32, r0 + 48 (its "slots") of
-//     the columns 4 cg .. 4 cg + 3 in registers, so the lanes reading L(i, k) for one k read
-//     consecutive words (no bank conflicts), and each read feeds four multiply-adds.
-//   - The rows are solved in diagonal blocks of kTileDiag = 4: the lanes holding the block's rows
-//     put them in the warp's buffer Xw; eight lanes (one per column) solve the block by
-//     substitution, L from shared memory at compile-time addresses, write it back to Xw and store
-//     those rows of X; then every lane subtracts L(i, block) Xw from its rows i below the block.
-//     Each x_i subtracts L(i, k) x_k for k in increasing order, as in the other kernels. Only warp
-//     barriers: the warps of a block are independent.
-// On the H200 (scripts/profile_cases.py, HSMA_TRSM_SMALL_KERNEL=tiles; batches of 4096 64x64) it
-// beat the 8-lane segment kernel for complex128 with A broadcast (503 vs 586 us) or 128
-// unit-diagonal columns per matrix (957 vs 1087 us), and lost for complex128 with A batched at 64
-// columns (622 vs 580 us), for complex64 (311 vs 307 us; 606 vs 576 at 128 columns) and for real
-// types (float64 243 vs 135 us; float32 156 vs 74 with diagonal blocks of 8). Diagonal blocks of 8
-// rows were slower for complex128 (653 vs 622 us at 64 columns), and so was a cap of 80 registers
-// (3 blocks per multiprocessor, 771 us). A first version also lost at 32 rows (a build since
-// removed) and for single solves of 4096 columns (1.16x-2.7x slower than the launcher's kernels).
-constexpr int kTileRowLanes = 16;                 // lanes along a column: lane r0 holds rows r0 + 16 s
-constexpr int kTileLaneCols = 4;                  // columns per lane
-constexpr int kTileWarpCols = 2 * kTileLaneCols;  // columns per 32-lane warp (two lane groups)
-constexpr int kTileDiag = 4;                      // rows per diagonal block
-constexpr int kTileM = 64;                        // the padded order
+//     segment kernel does (SegmentLayout<64, 1>); then its warps solve their columns
+//     independently, synchronising only within the warp.
+//   - Each 32-lane warp owns tile_warp_cols() columns of the tile and all 64 rows: lane
+//     (g, c) = (lane / 8, lane % 8) holds rows g + 4 s, s < 16 (its "slots"), of tile_lane_cols()
+//     columns (2; complex128 1) from tile_lane_cols() c on, in registers. The four lanes of a
+//     column group reading L(g + 4 s, k) read consecutive words (no bank conflicts; the eight column groups'
+//     reads of one word are a broadcast), and each read feeds tile_lane_cols() multiply-adds.
+//   - Step k (rows in order): every lane scales its row of slot k / 4 by that row's pivot
+//     reciprocal (the lanes of row group k % 4 hold row k, final by now; the others' products are
+//     thrown away), a shuffle from lane (k % 4, c) broadcasts x_k to its column group, and every
+//     lane subtracts L(i, k) x_k from its rows i > k. A row's slot is scaled and stored once its
+//     row group's step is past. So each x_i subtracts L(i, k) x_k for k in increasing order, as in
+//     the other kernels, and the value stored is the one broadcast.
+// The steps of one slot (four rows) are a rolled loop: unrolled, the substitution would be 64
+// steps of up to 16 slots' updates, too much code for the instruction cache.
+constexpr int kTileM = 64;        // the padded order
+constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
+constexpr int kTileColLanes = 8;  // column groups of a warp
 constexpr int kTileMaxWarps = 8;
-// Blocks of 256 threads per multiprocessor that the register allocator must fit: 2 (128
-// registers; ptxas spills 220 bytes per thread) for complex128, 3 (80) for the other types.
-template <typename T> constexpr int tile_min_blocks() { return sizeof(T) >= 16 ? 2 : 3; }
+template <typename T> __host__ __device__ constexpr int tile_lane_cols() { return sizeof(T) >= 16 ? 1 : 2; }  // columns per lane
+template <typename T> __host__ __device__ constexpr int tile_warp_cols() { return kTileColLanes * tile_lane_cols<T>(); }
+// Blocks per multiprocessor that the register allocator must fit: 128 registers per thread.
+template <int kThreads> __host__ __device__ constexpr int tile_min_blocks() { return 65536 / (128 * kThreads); }
 
-template <typename T, int kThreads>
-__global__ void __launch_bounds__(kThreads, tile_min_blocks<T>() * 256 / kThreads)
+// The substitution of a warp's tile (see above): x[s][cc] holds row g + 4 s of the lane's column
+// cc on entry (scaled by alpha), solved on exit; store(s) writes slot s's rows once they are final.
+// kSteps steps per loop iteration (1, 2 or 4: a slot's steps unrolled, so that the next step's
+// scaling and shuffle can be issued among this step's updates).
+template <typename T, bool kExact, bool kUnit, int kSteps, typename Store>
+__device__ __forceinline__ void substitute_tile(T (&x)[kTileM / kTileRowLanes][tile_lane_cols<T>()], const T* Ls,
+                                                const T* Rs, int g, int c, Store store) {
+  constexpr int kSlots = kTileM / kTileRowLanes, kCols = tile_lane_cols<T>();
+  static_assert(kTileRowLanes % kSteps == 0, "substitute_tile: whole loop iterations");
+  using Layout = SegmentLayout<kTileM, 1>;
+#pragma unroll
+  for (int s0 = 0; s0 < kSlots; ++s0) {
+    const int own = kTileRowLanes * s0 + g;  // my row in this slot
+    const T rcp = kUnit ? T(1) : Rs[own];
+    T pivot = T(1);
+    if constexpr (kExact) pivot = Ls[Layout::at(own, own)];
+    auto scaled = [&](T v) -> T {
+      if constexpr (kUnit) return v;
+      else if constexpr (kExact) return divide_by_pivot(v, pivot, rcp);
+      else return v * rcp;
+    };
+    // Ls[col + 4 s] = L(g + 4 s, k) at step k (32-bit offsets, one add per step).
+    int col = packed_start<kTileM>(kTileRowLanes * s0) - kTileRowLanes * s0 + g;
+#pragma unroll 1
+    for (int q0 = 0; q0 < kTileRowLanes; q0 += kSteps) {
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) {
+        const int q = q0 + u, k = kTileRowLanes * s0 + q;
+        T xk[kCols];
+#pragma unroll
+        for (int cc = 0; cc < kCols; ++cc) xk[cc] = shfl(scaled(x[s0][cc]), q * kTileColLanes + c, 32);
+        const T* L = Ls + col;
+        {  // my row of this slot, unless it is at or above row k (then done: the update is dropped)
+          const T l = L[kTileRowLanes * s0];
+#pragma unroll
+          for (int cc = 0; cc < kCols; ++cc) {
+            const T v = fms(x[s0][cc], l, xk[cc]);
+            x[s0][cc] = g > q ? v : x[s0][cc];
+          }
+        }
+#pragma unroll
+        for (int s = s0 + 1; s < kSlots; ++s) {
+          const T l = L[kTileRowLanes * s];
+#pragma unroll
+          for (int cc = 0; cc < kCols; ++cc) x[s][cc] = fms(x[s][cc], l, xk[cc]);
+        }
+        col += kTileM - k - 1;
+      }
+    }
+#pragma unroll
+    for (int cc = 0; cc < kCols; ++cc) x[s0][cc] = scaled(x[s0][cc]);
+    store(s0);
+  }
+}
+
+template <typename T, int kThreads, int kSteps>
+__global__ void __launch_bounds__(kThreads, tile_min_blocks<kThreads>())
 small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   constexpr int M = kTileM;
-  constexpr int kSlots = M / kTileRowLanes;
+  constexpr int kSlots = M / kTileRowLanes, kCols = tile_lane_cols<T>();
   constexpr int kWarps = kThreads / 32;
-  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes % kTileDiag == 0, "small_solve_tiles_kernel: layout");
-  __shared__ T Ls[M * (M + 1) / 2];
+  static_assert(kWarps <= kTileMaxWarps && kTileRowLanes * kTileColLanes == 32, "small_solve_tiles_kernel: layout");
+  __shared__ T Ls[SegmentLayout<M, 1>::kSize];
   __shared__ T Rs[M];
-  __shared__ T Xs[kWarps][kTileDiag][kTileWarpCols];
   __shared__ int exact;
   const int tid = static_cast<int>(threadIdx.x);
-  const int w = tid / 32, lane = tid % 32, cg = lane / kTileRowLanes, r0 = lane % kTileRowLanes;
-  T(*Xw)[kTileWarpCols] = Xs[w];
+  const int w = tid / 32, lane = tid % 32, g = lane / kTileColLanes, c = lane % kTileColLanes;
   const int m = static_cast<int>(p.m);
   const int64_t ntasks = p.batch * ntiles;
   grid_dependency_sync(p.dependent_launch == 1);
@@ -1154,16 +1202,15 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     int64_t bidx, tile, off[3];
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
-    const int64_t jw = (tile * kWarps + w) * kTileWarpCols;  // the warp's first column
-    const int64_t jl = jw + cg * kTileLaneCols;              // the lane's first column
-    T x[kSlots][kTileLaneCols];
+    const int64_t jl = (tile * kWarps + w) * tile_warp_cols<T>() + c * kCols;  // the lane's first column
+    T x[kSlots][kCols];
     const T* B = p.B + off[1];
 #pragma unroll
     for (int s = 0; s < kSlots; ++s)
 #pragma unroll
-      for (int c = 0; c < kTileLaneCols; ++c) {
-        const int row = r0 + kTileRowLanes * s;
-        x[s][c] = (row < m && jl + c < p.n) ? B[row * p.b.row + (jl + c) * p.b.col] : T(0);  // alpha: below
+      for (int cc = 0; cc < kCols; ++cc) {
+        const int row = kTileRowLanes * s + g;
+        x[s][cc] = (row < m && jl + cc < p.n) ? B[row * p.b.row + (jl + cc) * p.b.col] : T(0);  // alpha: below
       }
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
@@ -1174,84 +1221,46 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 #pragma unroll
     for (int s = 0; s < kSlots; ++s)
 #pragma unroll
-      for (int c = 0; c < kTileLaneCols; ++c) x[s][c] = p.alpha * x[s][c];
-    const int64_t j = jw + lane;  // the column this lane solves in the diagonal blocks (lane < 8)
-    const bool store = lane < kTileWarpCols && j < p.n, unit = p.unit;
-    T* Xj = p.X + off[2] + j * p.x.col;
-    const int64_t xrow = p.x.row;
-
+      for (int cc = 0; cc < kCols; ++cc) x[s][cc] = p.alpha * x[s][cc];
+    T* X = p.X + off[2];
+    const int64_t xrow = p.x.row, xcol = p.x.col, n = p.n;
+    auto store = [&](int s) {
+      const int row = kTileRowLanes * s + g;
 #pragma unroll
-    for (int kb = 0; kb < M / kTileDiag; ++kb) {
-      constexpr int kParts = kTileRowLanes / kTileDiag;  // diagonal blocks per slot
-      const int s = kb / kParts, h = kb % kParts, k0 = kb * kTileDiag;  // block kb: slot s, lanes r0 / 4 = h
-      warp_sync();  // the update of the previous block is done with Xw
-      if (r0 / kTileDiag == h) {
-#pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) Xw[r0 % kTileDiag][cg * kTileLaneCols + c] = x[s][c];
-      }
-      warp_sync();
-      if (lane < kTileWarpCols) {  // solve column `lane` of the diagonal block
-        T v[kTileDiag];
-#pragma unroll
-        for (int q = 0; q < kTileDiag; ++q) v[q] = Xw[q][lane];
-        auto solve = [&](auto exact_pivots) {  // (one branch per block, not per row)
-#pragma unroll
-          for (int q = 0; q < kTileDiag; ++q) {
-#pragma unroll
-            for (int r = 0; r < q; ++r) v[q] = fms(v[q], Ls[packed_start<M>(k0 + r) + (q - r)], v[r]);
-            T scaled;
-            if constexpr (decltype(exact_pivots)::value)
-              scaled = divide_by_pivot(v[q], Ls[packed_start<M>(k0 + q)], Rs[k0 + q]);
-            else
-              scaled = v[q] * Rs[k0 + q];
-            v[q] = unit ? v[q] : scaled;
-          }
-        };
-        if (exact_task)
-          solve(std::true_type());
-        else
-          solve(std::false_type());
-#pragma unroll
-        for (int q = 0; q < kTileDiag; ++q) Xw[q][lane] = v[q];
-        if (store) {  // (after the shared-memory work: these stores may alias nothing it reads)
-#pragma unroll
-          for (int q = 0; q < kTileDiag; ++q)
-            if (k0 + q < m) Xj[(k0 + q) * xrow] = v[q];
-        }
-      }
-      warp_sync();
-      // Rows below the block: slot s holds some of them (lanes r0 >= (h + 1) * kTileDiag), later
-      // slots all. One k at a time: its four x_k (broadcast reads) feed every slot's row.
-      const T* col = Ls + r0;  // col[packed_start(k) - k + 16 s] = L(r0 + 16 s, k)
-#pragma unroll
-      for (int k = 0; k < kTileDiag; ++k) {
-        T xk[kTileLaneCols];
-#pragma unroll
-        for (int c = 0; c < kTileLaneCols; ++c) xk[c] = Xw[k][cg * kTileLaneCols + c];
-#pragma unroll
-        for (int s2 = s; s2 < kSlots; ++s2) {
-          if (s2 == s && (h == kParts - 1 || r0 < (h + 1) * kTileDiag)) continue;  // (the first: at compile time)
-          const T l = col[packed_start<M>(k0 + k) - (k0 + k) + kTileRowLanes * s2];
-#pragma unroll
-          for (int c = 0; c < kTileLaneCols; ++c) x[s2][c] = fms(x[s2][c], l, xk[c]);
-        }
-      }
-    }
+      for (int cc = 0; cc < kCols; ++cc)
+        if (row < m && jl + cc < n) X[row * xrow + (jl + cc) * xcol] = x[s][cc];
+    };
+    if (exact_task)  // (never with a unit diagonal)
+      substitute_tile<T, true, false, kSteps>(x, Ls, Rs, g, c, store);
+    else if (p.unit)
+      substitute_tile<T, false, true, kSteps>(x, Ls, Rs, g, c, store);
+    else
+      substitute_tile<T, false, false, kSteps>(x, Ls, Rs, g, c, store);
   }
 }
 
-// Four warps for B of at most 32 columns, else eight (64 columns per task).
+// Four warps for B of at most 4 tile_warp_cols columns, else eight; p.segment_steps
+// (HSMA_TRSM_SEGMENT_STEPS) steps per loop iteration of the substitution (1, 2 or 4), else kTileSteps.
+constexpr int kTileSteps = 2;
+template <typename T, int kThreads>
+hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
+  const int64_t ntasks = p.batch * ntiles;
+  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  const int steps = p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4 ? p.segment_steps : kTileSteps;
+  if (steps == 1)
+    return launch_small(small_solve_tiles_kernel<T, kThreads, 1>, grid, kThreads, 0, stream, p, dev, true, ntiles);
+  if (steps == 4)
+    return launch_small(small_solve_tiles_kernel<T, kThreads, 4>, grid, kThreads, 0, stream, p, dev, true, ntiles);
+  return launch_small(small_solve_tiles_kernel<T, kThreads, 2>, grid, kThreads, 0, stream, p, dev, true, ntiles);
+}
 template <typename T>
 hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 32 * kTileMaxWarps, kNarrow = kWide / 2;
-  const int threads = p.n <= (kNarrow / 32) * kTileWarpCols ? kNarrow : kWide;
-  const int64_t tile_cols = (threads / 32) * kTileWarpCols;
+  const int threads = p.n <= (kNarrow / 32) * tile_warp_cols<T>() ? kNarrow : kWide;
+  const int64_t tile_cols = (threads / 32) * tile_warp_cols<T>();
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
-  const int64_t ntasks = p.batch * ntiles;
-  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  if (threads == kNarrow)
-    return launch_small(small_solve_tiles_kernel<T, kNarrow>, grid, kNarrow, 0, stream, p, dev, true, ntiles);
-  return launch_small(small_solve_tiles_kernel<T, kWide>, grid, kWide, 0, stream, p, dev, true, ntiles);
+  if (threads == kNarrow) return launch_tiles_as<T, kNarrow>(p, dev, stream, ntiles);
+  return launch_tiles_as<T, kWide>(p, dev, stream, ntiles);
 }
 
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
@@ -1712,17 +1721,18 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   (sizeof(T) >= 8 || p.batch * p.n <= kFewColumns) &&
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, where the
-  // tensor-core kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set), for large
-  // complex128 batches of 49-64 rows with A broadcast over the batch and 64 columns or more per
-  // matrix, or 128 columns or more, where it beat the 8-lane segment kernel on the H200 (see
-  // small_solve_tiles_kernel; measured at 64 rows, batch 4096). Kept off AMD, where it was not
-  // measured.
-  bool a_broadcast = p.bl.ndim > 0;
-  for (int d = 0; d < p.bl.ndim; ++d) a_broadcast = a_broadcast && p.bl.stride[0][d] == 0;
+  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
+  // complex batches of 49-64 rows with 64 columns or more per matrix: complex64 (unless
+  // HSMA_TRSM_COLUMN_ROWS asks for the split column kernel), and complex128 where the tensor-core
+  // kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of
+  // 64x64, kernel time (profile_cases_..._tiles-r4c8.csv): complex64 240 vs 332 us for the 8-lane
+  // segment kernel, 128 unit columns 421 vs 566, A broadcast 235 vs 330; not at 48 rows, where the
+  // column kernel won (144 vs 226 us); complex128 forced 383 / 668 / 392 us, against 583 / 1087 /
+  // 586 for the 8-lane segments in earlier runs (the tensor-core kernel: 380 / 595 / 238). Kept off
+  // AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
-                            (p.kernel == SmallKernel::kAuto && !HSMA_HIP && std::is_same_v<T, complex<double>> &&
-                             p.m > 48 && p.segment_lanes == 0 && p.n >= 64 && (a_broadcast || p.n >= 128) &&
+                            (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex && p.m > 48 &&
+                             p.segment_lanes == 0 && p.n >= 64 && (!kComplex64 || p.column_rows == 0) &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
