@@ -1240,13 +1240,17 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 }
 
 // Four warps for B of at most 4 tile_warp_cols columns, else eight; p.segment_steps
-// (HSMA_TRSM_SEGMENT_STEPS) steps per loop iteration of the substitution (1, 2 or 4), else kTileSteps.
-constexpr int kTileSteps = 2;
+// (HSMA_TRSM_SEGMENT_STEPS) steps per loop iteration of the substitution (1, 2 or 4), else
+// tile_steps: one for 8-byte types, four for complex128 (H200, kernel time, batch 4096 of 64x64
+// with 64 columns / 128 unit columns / A broadcast: complex64 219 / 362 / 215 us for one step, 229
+// / 372 / 220 for two, 344 / 487 / 237 for four; complex128 424 / 769 / 448, 376 / 690 / 434, 347 /
+// 639 / 350: profile_cases_..._tiles-steps.csv; the other types were not measured).
+template <typename T> constexpr int tile_steps() { return sizeof(T) >= 16 ? 4 : 1; }
 template <typename T, int kThreads>
 hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  const int steps = p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4 ? p.segment_steps : kTileSteps;
+  const int steps = p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4 ? p.segment_steps : tile_steps<T>();
   if (steps == 1)
     return launch_small(small_solve_tiles_kernel<T, kThreads, 1>, grid, kThreads, 0, stream, p, dev, true, ntiles);
   if (steps == 4)
@@ -1723,21 +1727,25 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
   // complex batches of 49-64 rows with 64 columns or more per matrix: complex64 (unless
-  // HSMA_TRSM_COLUMN_ROWS asks for the split column kernel), and complex128 where the tensor-core
-  // kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of
-  // 64x64, kernel time (profile_cases_..._tiles-r4c8.csv): complex64 240 vs 332 us for the 8-lane
-  // segment kernel, 128 unit columns 421 vs 566, A broadcast 235 vs 330; not at 48 rows, where the
-  // column kernel won (144 vs 226 us); complex128 forced 383 / 668 / 392 us, against 583 / 1087 /
-  // 586 for the 8-lane segments in earlier runs (the tensor-core kernel: 380 / 595 / 238). Kept off
-  // AMD, where it was not measured.
+  // HSMA_TRSM_COLUMN_ROWS asks for the split column kernel); complex128 with A batched and at most
+  // 64 columns per matrix, and elsewhere where the tensor-core kernel is not taken (before sm_80,
+  // or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of 64x64, kernel time
+  // (profile_cases_..._tiles-r4c8.csv, _tiles-steps.csv): complex64 219-240 us against 332 for the
+  // 8-lane segment kernel, 128 unit columns 362-421 vs 566, A broadcast 215-235 vs 330; not at 48
+  // rows, where the column kernel won (144 vs 209-226 us); complex128 347 us, against 381 us
+  // GPU-only for the tensor-core kernel in the same run, which keeps 128 unit columns (639 vs 594)
+  // and A broadcast (350 vs 239), and 583 / 1087 / 586 for the 8-lane segments in earlier runs.
+  // Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex && p.m > 48 &&
                              p.segment_lanes == 0 && p.n >= 64 && (!kComplex64 || p.column_rows == 0) &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
+  [[maybe_unused]] const bool tiles_before_mma = tiles_wanted && p.kernel == SmallKernel::kAuto && p.n <= 64 && !shares_a(p);
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
-    // and tile kernels on the H200 (small_solve_mma_kernel), and for float64 ones of 49-64 rows
+    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with at most 64
+    // columns per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
     // with one A for every task and 64 columns or more per matrix (shares_a: A broadcast, batch
     // 4096 of 64x64 103 vs 130 us for the column kernel; a single 64x4096 solve 7.8 vs 10.7 us;
     // narrower B were not measured). Not for float64 with A batched (batch
@@ -1745,7 +1753,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // rows (196 vs 130 us).
     const bool mma_wanted = p.kernel == SmallKernel::kMma ||
                             (p.kernel == SmallKernel::kAuto && p.m > 48 && !few_columns && p.segment_lanes == 0 &&
-                             p.column_rows == 0 && (std::is_same_v<T, complex<double>> || (p.n >= 64 && shares_a(p))));
+                             p.column_rows == 0 && !tiles_before_mma &&
+                             (std::is_same_v<T, complex<double>> || (p.n >= 64 && shares_a(p))));
     if (mma_wanted && mma_supported(dev)) {
       if (p.m <= 32) return launch_mma<T, 32>(p, dev, stream);
       return launch_mma<T, 64>(p, dev, stream);
