@@ -191,8 +191,8 @@ int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8,
 int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2}); }
 
 // HSMA_TRSM_SEGMENT_STEPS=1|2|4|32 forces how many steps of the blocked substitution (warp-wide
-// segments with 2 rows per lane) one iteration of its loop takes; 32: fully unrolled (ablations,
-// tests).
+// segments with 2 rows per lane) one iteration of its loop takes; 32: fully unrolled; 1|2|4 also
+// those of the tile kernel where it is forced (HSMA_TRSM_SMALL_KERNEL=tiles) (ablations, tests).
 int segment_steps_choice() { return option_choice("HSMA_TRSM_SEGMENT_STEPS", {1, 2, 4, 32}); }
 
 // HSMA_TRSM_COLUMN_ROWS=16|32|64 forces the most of a column's rows a column-kernel thread holds

@@ -115,12 +115,14 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k", [29, 41, 57, 64])
-@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "mma", "segments+seg-rows1", "segments+seg-rows2",
+@pytest.mark.parametrize("kernel", ["segments:8", "tiles", "tiles+steps1", "tiles+steps2", "tiles+steps4", "mma",
+                                    "segments+seg-rows1", "segments+seg-rows2",
                                     "segments+seg-rows2+steps1", "segments+seg-rows2+steps4"])
 def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
     (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build), the tile kernel (33-64
-    rows; k = 29 takes another kernel), the tensor-core kernel (float64 and complex128; its 8-row
+    rows; its default loop or 1, 2 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS; k = 29
+    takes another kernel), the tensor-core kernel (float64 and complex128; its 8-row
     diagonal blocks substituted by the dividing copy), and warp-wide segments with strided or
     blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane; the blocked ones also
     as a loop of 1 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS), divide where a

@@ -625,8 +625,8 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
 
 
 # Large batches of 49-64 rows with many columns: the launcher's choice among the tensor-core
-# kernel (complex128 on sm_80+), the tile kernel (complex128 with A broadcast over the batch, or
-# 128 columns and more, before sm_80) and the others, at orders and widths around those edges, A
+# kernel (complex128 on sm_80+), the tile kernel (complex64 with 64 or more columns per matrix;
+# complex128 with A batched and 64 columns, or before sm_80) and the others, at orders and widths around those edges, A
 # batched or broadcast, B strided; of 17-32 rows, whose columns the column kernel splits in halves
 # of 16 rows in such batches (complex64 on CUDA); for real types the column kernel with one task of
 # 64 or more columns per block, and float64's split kernel (packed triangle, capped registers,

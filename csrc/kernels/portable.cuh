@@ -138,8 +138,8 @@ __host__ __device__ inline bool is_zero(double v) { return v == 0.0; }
 template <typename R> __host__ __device__ inline bool is_zero(complex<R> v) { return v.re == R(0) && v.im == R(0); }
 // x / d, given r = pivot_reciprocal(d).
 template <typename T> __host__ __device__ inline T divide_by_pivot(T x, T d, T r) {
-  if (is_zero(r)) return x / d;  // a branch (uniform in the kernels), so the division is not
-  return x * r;                  // evaluated alongside the product and selected
+  if (is_zero(r)) return x / d;  // a branch (uniform in most kernels, per lane in the tile kernel),
+  return x * r;                  // so the division is not evaluated alongside the product and selected
 }
 
 // x - a*b as one fused step where the hardware has it.

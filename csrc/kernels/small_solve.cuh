@@ -1,7 +1,8 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
 // whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (two more are
 // described at their definitions: the tensor-core kernel, for complex128 batches of 49-64 rows on
-// sm_80+, and the register-tiled tile kernel, forced or where the tensor cores are missing):
+// sm_80+, and the register-tiled tile kernel, for complex64 batches of 49-64 rows with 64 or more
+// columns per matrix and some complex128 ones; see launch_small_solve):
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
@@ -25,8 +26,8 @@
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
 //    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
-//    complex128 beyond 48 rows takes the tensor-core kernel instead on sm_80+; see
-//    launch_small_solve):
+//    beyond 48 rows complex128 takes the tensor-core kernel instead on sm_80+, and both take the
+//    tile kernel in large batches of 64 or more columns per matrix as launch_small_solve says):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored column by column in shared memory (SegmentLayout), padded to
@@ -1116,8 +1117,14 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 //     lane subtracts L(i, k) x_k from its rows i > k. A row's slot is scaled and stored once its
 //     row group's step is past. So each x_i subtracts L(i, k) x_k for k in increasing order, as in
 //     the other kernels, and the value stored is the one broadcast.
-// The steps of one slot (four rows) are a rolled loop: unrolled, the substitution would be 64
-// steps of up to 16 slots' updates, too much code for the instruction cache.
+// The four steps of a slot are a loop of kSteps steps per iteration: one for 8-byte types, four
+// (the slot unrolled) for complex128, whose lanes hold one column, so a step is half the code
+// (complex64 with the slots unrolled took 344 us against 219 with one step per iteration, see
+// launch_tiles_as; that this is the instruction cache is a guess, not profiled).
+// Registers: 128 per thread (4 blocks of 128 threads per multiprocessor), where ptxas spills 68
+// bytes per thread for complex64 and 156 for complex128 at four steps; where the spills sit was
+// not profiled (Nsight Compute counted 52 local-memory requests per warp and matrix in the first
+// version's complex64 batch, against about 9 thousand instructions: ncu_..._tiles-c64.txt).
 constexpr int kTileM = 64;        // the padded order
 constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
 constexpr int kTileColLanes = 8;  // column groups of a warp
@@ -1239,9 +1246,9 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   }
 }
 
-// Four warps for B of at most 4 tile_warp_cols columns, else eight; p.segment_steps
-// (HSMA_TRSM_SEGMENT_STEPS) steps per loop iteration of the substitution (1, 2 or 4), else
-// tile_steps: one for 8-byte types, four for complex128 (H200, kernel time, batch 4096 of 64x64
+// Four warps for B of at most 4 tile_warp_cols columns, else eight. Steps per loop iteration of
+// the substitution: where the tile kernel is forced, p.segment_steps (HSMA_TRSM_SEGMENT_STEPS) if
+// it is 1, 2 or 4; else tile_steps: one for 8-byte types, four for complex128 (H200, kernel time, batch 4096 of 64x64
 // with 64 columns / 128 unit columns / A broadcast: complex64 219 / 362 / 215 us for one step, 229
 // / 372 / 220 for two, 344 / 487 / 237 for four; complex128 424 / 769 / 448, 376 / 690 / 434, 347 /
 // 639 / 350: profile_cases_..._tiles-steps.csv; the other types were not measured).
@@ -1250,7 +1257,9 @@ template <typename T, int kThreads>
 hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
-  const int steps = p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4 ? p.segment_steps : tile_steps<T>();
+  const bool forced = p.kernel == SmallKernel::kTiles &&
+                      (p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4);
+  const int steps = forced ? p.segment_steps : tile_steps<T>();
   if (steps == 1)
     return launch_small(small_solve_tiles_kernel<T, kThreads, 1>, grid, kThreads, 0, stream, p, dev, true, ntiles);
   if (steps == 4)
@@ -1708,9 +1717,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // (complex128), where a column fills too many of one thread's registers (at 17-32 rows the
   // column kernel, with its triangles staged by cp.async, won: batch 10000 of 32x32 complex64
   // 105 vs 155 us, complex128 162 vs 276; at 48 rows, batch 4096 of 48x48 complex64 147 vs 192
-  // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Without 8-lane
-  // segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a batch has more
-  // than 64 columns per matrix.
+  // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Large complex
+  // batches of 49-64 rows with 64 or more columns per matrix take the tile kernel instead (below).
+  // Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a
+  // batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
   constexpr bool kComplex64 = std::is_same_v<T, complex<float>>;
   const bool few_columns =
@@ -1726,10 +1736,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
-  // complex batches of 49-64 rows with 64 columns or more per matrix: complex64 (unless
-  // HSMA_TRSM_COLUMN_ROWS asks for the split column kernel); complex128 with A batched and at most
-  // 64 columns per matrix, and elsewhere where the tensor-core kernel is not taken (before sm_80,
-  // or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of 64x64, kernel time
+  // complex batches (at least 4 matrices per multiprocessor) of 49-64 rows with 64 columns or more
+  // per matrix: complex64; complex128 with A batched and 64
+  // columns per matrix (the one width measured), and elsewhere where the tensor-core kernel is not
+  // taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of 64x64, kernel time
   // (profile_cases_..._tiles-r4c8.csv, _tiles-steps.csv): complex64 219-240 us against 332 for the
   // 8-lane segment kernel, 128 unit columns 362-421 vs 566, A broadcast 215-235 vs 330; not at 48
   // rows, where the column kernel won (144 vs 209-226 us); complex128 347 us, against 381 us
@@ -1738,14 +1748,15 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex && p.m > 48 &&
-                             p.segment_lanes == 0 && p.n >= 64 && (!kComplex64 || p.column_rows == 0) &&
+                             p.segment_lanes == 0 && p.n >= 64 &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  [[maybe_unused]] const bool tiles_before_mma = tiles_wanted && p.kernel == SmallKernel::kAuto && p.n <= 64 && !shares_a(p);
+  [[maybe_unused]] const bool tiles_before_mma =
+      tiles_wanted && p.kernel == SmallKernel::kAuto && p.n == 64 && !shares_a(p);  // (complex128)
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
-    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with at most 64
-    // columns per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
+    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with 64 columns
+    // per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
     // with one A for every task and 64 columns or more per matrix (shares_a: A broadcast, batch
     // 4096 of 64x64 103 vs 130 us for the column kernel; a single 64x4096 solve 7.8 vs 10.7 us;
     // narrower B were not measured). Not for float64 with A batched (batch
