@@ -20,7 +20,7 @@ import hsma_trsm
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
-TILES = ("tiles", "tiles+steps1", "tiles+steps4")  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows; stepsN: N steps per loop iteration
+TILES = ("tiles", "tiles+steps1", "tiles+steps2", "tiles+steps4")  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows; stepsN: N steps per loop iteration
 MMA = ("mma", "mma+mma4", "mma+mma8", "mma+fold0")  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma; mma4 / mma8: HSMA_TRSM_MMA_WARPS; fold0: HSMA_TRSM_MMA_FOLD=0)
 SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
 SEGMENT_STEPS = ("auto+steps1", "auto+steps2", "auto+steps4", "auto+steps32")  # HSMA_TRSM_SEGMENT_STEPS

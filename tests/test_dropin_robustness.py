@@ -133,6 +133,43 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
 
 
+@pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("pattern", ["sub", "huge"])
+def test_extreme_pivots_in_tile_batches(device, dtype, pattern):
+    """A large complex batch of 64x64 triangles with 100 columns each, which the launcher gives the
+    tile kernel (complex64: one column tile of seven warps, the last partly past n; complex128:
+    two tiles), every other matrix with pivots whose reciprocals would not do: those tasks leave
+    the register tiles for one serial column per lane (substitute_column_exact) in the same launch
+    as the ordinary ones. Each entry against its extended-precision substitution."""
+    k, n = 64, 100
+    batch = 4 * torch.cuda.get_device_properties(device).multi_processor_count + 72
+    gen = make_generator(11 + len(pattern))
+    T, Xt = _scaled_problem(k, n, dtype, True, True, pattern, device, gen)
+    T_plain = _to_ld(make_triangular(k, dtype=torch.complex128, upper=False, gen=gen, fill=0.0))
+    Xt_plain = _to_ld(make_rhs((k, n), dtype=dtype, gen=gen))
+    wide = np.complex128
+    A_pair = torch.from_numpy(np.stack([T.astype(wide), T_plain.astype(wide)])).to(device, dtype)
+    B_pair = torch.from_numpy(np.stack([(T @ Xt).astype(wide), (T_plain @ Xt_plain).astype(wide)])).to(device, dtype)
+    A = A_pair.repeat(batch // 2, 1, 1)
+    B = B_pair.repeat(batch // 2, 1, 1)
+    X = torch.ops.hsma.trsm(A, B)
+    sync(device)
+    fin = torch.finfo(_real(dtype))
+    granularity = fin.smallest_normal * fin.eps / SCALES[_real(dtype)]["sub"] if pattern != "huge" else 0.0
+    tol = forward_tolerance(dtype, k) + 30 * math.sqrt(k) * granularity
+    for j in range(2):
+        ref = _substitute_ld(_to_ld(A_pair[j]), _to_ld(B_pair[j]), True)
+        ref_norm = np.linalg.norm(ref.astype(np.complex128))
+        Xj = X[j::2]
+        assert bool(torch.isfinite(Xj).all()), f"matrix {j}: non-finite entries"
+        e = float(np.linalg.norm((_to_ld(Xj[0]) - ref).astype(np.complex128)) / ref_norm)
+        assert e <= tol, f"matrix {j}: relative error {e:.2e} > {tol:.2e}"
+        # every entry of a pair's half solves the same system: the same result, bit for bit
+        assert torch.equal(Xj, Xj[:1].expand_as(Xj)), f"matrix {j}: entries differ"
+
+
 def check_extreme_pivots(device, dtype, pattern, k, left, lower, trans):
     gen = make_generator(k * 7 + len(pattern))
     n = 3

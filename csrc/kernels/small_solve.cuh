@@ -1121,10 +1121,14 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // (the slot unrolled) for complex128, whose lanes hold one column, so a step is half the code
 // (complex64 with the slots unrolled took 344 us against 219 with one step per iteration, see
 // launch_tiles_as; that this is the instruction cache is a guess, not profiled).
-// Registers: 128 per thread (4 blocks of 128 threads per multiprocessor), where ptxas spills 68
-// bytes per thread for complex64 and 156 for complex128 at four steps; where the spills sit was
-// not profiled (Nsight Compute counted 52 local-memory requests per warp and matrix in the first
-// version's complex64 batch, against about 9 thousand instructions: ncu_..._tiles-c64.txt).
+// Registers: at most 128 per thread (4 blocks of 128 threads per multiprocessor). Tasks whose
+// pivots need a division leave the tiles (substitute_column_exact): with the division inlined
+// in the substitution, ptxas (CUDA 13.0, sm_90) spilled 68 bytes per thread for complex64 and
+// 156 for complex128 at four steps, and kept one register pair for all of a step's shared-memory
+// reads in the first four slots, each read waited on by its multiply-adds; without it, complex64
+// takes 123 registers without spills and keeps about 6 reads in flight (complex128 at four steps:
+// 128 registers, 32 bytes spilled). H200, batch 4096 of 64x64, kernel time: complex64 204 against
+// 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv).
 constexpr int kTileM = 64;        // the padded order
 constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
 constexpr int kTileColLanes = 8;  // column groups of a warp
@@ -1138,7 +1142,7 @@ template <int kThreads> __host__ __device__ constexpr int tile_min_blocks() { re
 // cc on entry (scaled by alpha), solved on exit; store(s) writes slot s's rows once they are final.
 // kSteps steps per loop iteration (1, 2 or 4: a slot's steps unrolled, so that the next step's
 // scaling and shuffle can be issued among this step's updates).
-template <typename T, bool kExact, bool kUnit, int kSteps, typename Store>
+template <typename T, bool kUnit, int kSteps, typename Store>
 __device__ __forceinline__ void substitute_tile(T (&x)[kTileM / kTileRowLanes][tile_lane_cols<T>()], const T* Ls,
                                                 const T* Rs, int g, int c, Store store) {
   constexpr int kSlots = kTileM / kTileRowLanes, kCols = tile_lane_cols<T>();
@@ -1148,13 +1152,7 @@ __device__ __forceinline__ void substitute_tile(T (&x)[kTileM / kTileRowLanes][t
   for (int s0 = 0; s0 < kSlots; ++s0) {
     const int own = kTileRowLanes * s0 + g;  // my row in this slot
     const T rcp = kUnit ? T(1) : Rs[own];
-    T pivot = T(1);
-    if constexpr (kExact) pivot = Ls[Layout::at(own, own)];
-    auto scaled = [&](T v) -> T {
-      if constexpr (kUnit) return v;
-      else if constexpr (kExact) return divide_by_pivot(v, pivot, rcp);
-      else return v * rcp;
-    };
+    auto scaled = [&](T v) -> T { return kUnit ? v : v * rcp; };
     // Ls[col + 4 s] = L(g + 4 s, k) at step k (32-bit offsets, one add per step).
     int col = packed_start<kTileM>(kTileRowLanes * s0) - kTileRowLanes * s0 + g;
 #pragma unroll 1
@@ -1186,6 +1184,25 @@ __device__ __forceinline__ void substitute_tile(T (&x)[kTileM / kTileRowLanes][t
 #pragma unroll
     for (int cc = 0; cc < kCols; ++cc) x[s0][cc] = scaled(x[s0][cc]);
     store(s0);
+  }
+}
+
+// The tile kernel's tasks whose pivots need a division (a reciprocal not usable, see
+// finish_pivots; never with a unit diagonal): the warp's lanes store alpha B to X, and then each of
+// its first tile_warp_cols() lanes solves one column alone, in place in X (its own rows only, so
+// no lane waits on another), in the register tiles' order: x_i subtracts L(i, k) x_k for k in
+// increasing order, then is divided by its pivot (or multiplied by the reciprocal where usable).
+// Slow (a serial column per lane, through the L1 cache), but it keeps the divisions' code and
+// registers out of the register-tiled substitution: with them inlined there, ptxas capped at
+// 128 registers reused one register pair for all shared-memory reads of a step and spilled.
+template <typename T, typename Layout>
+__device__ __noinline__ void substitute_column_exact(T* X, int64_t xrow, int m, const T* Ls, const T* Rs) {
+#pragma unroll 1
+  for (int i = 0; i < m; ++i) {
+    T v = X[i * xrow];
+#pragma unroll 4
+    for (int k = 0; k < i; ++k) v = fms(v, Ls[Layout::at(i, k)], X[k * xrow]);
+    X[i * xrow] = divide_by_pivot(v, Ls[Layout::at(i, i)], Rs[i]);
   }
 }
 
@@ -1237,12 +1254,16 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
       for (int cc = 0; cc < kCols; ++cc)
         if (row < m && jl + cc < n) X[row * xrow + (jl + cc) * xcol] = x[s][cc];
     };
-    if (exact_task)  // (never with a unit diagonal)
-      substitute_tile<T, true, false, kSteps>(x, Ls, Rs, g, c, store);
-    else if (p.unit)
-      substitute_tile<T, false, true, kSteps>(x, Ls, Rs, g, c, store);
+    if (exact_task) {  // (never with a unit diagonal) out of the register tiles, see substitute_column_exact
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) store(s);
+      warp_sync();  // the warp's columns of alpha B are in X
+      const int64_t j = (tile * kWarps + w) * tile_warp_cols<T>() + lane;
+      if (lane < tile_warp_cols<T>() && j < n) substitute_column_exact<T, SegmentLayout<M, 1>>(X + j * xcol, xrow, m, Ls, Rs);
+    } else if (p.unit)
+      substitute_tile<T, true, kSteps>(x, Ls, Rs, g, c, store);
     else
-      substitute_tile<T, false, false, kSteps>(x, Ls, Rs, g, c, store);
+      substitute_tile<T, false, kSteps>(x, Ls, Rs, g, c, store);
   }
 }
 
@@ -1736,22 +1757,25 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.n <= kWarpTaskMaxColumns &&
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
-  // complex batches (at least 4 matrices per multiprocessor) of 49-64 rows with 64 columns or more
-  // per matrix: complex64; complex128 with A batched and 64
-  // columns per matrix (the one width measured), and elsewhere where the tensor-core kernel is not
-  // taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096 of 64x64, kernel time
-  // (profile_cases_..._tiles-r4c8.csv, _tiles-steps.csv): complex64 219-240 us against 332 for the
-  // 8-lane segment kernel, 128 unit columns 362-421 vs 566, A broadcast 215-235 vs 330; not at 48
-  // rows, where the column kernel won (144 vs 209-226 us); complex128 347 us, against 381 us
-  // GPU-only for the tensor-core kernel in the same run, which keeps 128 unit columns (639 vs 594)
-  // and A broadcast (350 vs 239), and 583 / 1087 / 586 for the 8-lane segments in earlier runs.
-  // Kept off AMD, where it was not measured.
+  // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
+  // columns or more per matrix; complex128 of 33-64 rows with 48 or more, where A is batched and
+  // there are at most 128 columns per matrix (tiles_before_mma), and elsewhere where the tensor-core
+  // kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
+  // time (profile_cases_..._exact-split.csv): complex64 at 64x64 204 us against 332 for the 8-lane
+  // segment kernel, 128 unit columns 352 vs 566, A broadcast 199 vs 330; not at 48 rows, where the
+  // column kernel won (143 vs 195 us); complex128 at 64x64 321 us against 380 for the tensor-core
+  // kernel, 128 unit columns 572 vs 592, at 48x48 306 against 356 for the 8-lane segments of 48
+  // rows and 346 for the tensor-core kernel; the tensor-core kernel keeps A broadcast (244 vs 319)
+  // and more than 128 columns per matrix (not measured: the tile kernel's lead shrank from 64 to
+  // 128 columns). Both kernels pad (the tile kernel to 64 rows, the segments to 48), so their
+  // times are taken to be flat over 33-48 rows, where only 48 was measured; widths of 48-63 columns
+  // were measured at 48 rows only. Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
-                            (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex && p.m > 48 &&
-                             p.segment_lanes == 0 && p.n >= 64 &&
+                            (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex &&
+                             p.m > (kComplex64 ? 48 : 32) && p.n >= (kComplex64 ? 64 : 48) && p.segment_lanes == 0 &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   [[maybe_unused]] const bool tiles_before_mma =
-      tiles_wanted && p.kernel == SmallKernel::kAuto && p.n == 64 && !shares_a(p);  // (complex128)
+      tiles_wanted && p.kernel == SmallKernel::kAuto && p.n <= 128 && !shares_a(p);  // (complex128)
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
