@@ -139,8 +139,8 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
 @pytest.mark.parametrize("pattern", ["sub", "huge"])
 def test_extreme_pivots_in_tile_batches(device, dtype, pattern):
     """A large complex batch of 64x64 triangles with 100 columns each, which the launcher gives the
-    tile kernel (complex64: one column tile of seven warps, the last partly past n; complex128:
-    two tiles), every other matrix with pivots whose reciprocals would not do: those tasks leave
+    tile kernel (complex64: one column tile of eight warps, seven with columns, the seventh partly
+    past n; complex128: two tiles), every other matrix with pivots whose reciprocals would not do: those tasks leave
     the register tiles for one serial column per lane (substitute_column_exact) in the same launch
     as the ordinary ones. Each entry against its extended-precision substitution."""
     k, n = 64, 100

@@ -631,9 +631,9 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
 # broadcast, B strided; of 17-32 rows, whose columns the column kernel splits in halves of 16 rows
 # in such batches (complex64 on CUDA); for real types the column kernel with one task of 64 or more
 # columns per block, and float64's split kernel (packed triangle, capped registers, row-major L; a
-# transposed L takes the column-major form); complex128 of 33-48 rows: the tile kernel from 48
-# columns (41 rows, 70 columns: a second tile of 6 columns), two columns per 8-lane segment below
-# (41 rows, 45 columns: a segment's second column past the last).
+# transposed L takes the column-major form); complex128 of 33-48 rows: the tile kernel with A
+# batched and 48-128 columns (41 rows, 70 columns: a second tile of 6 columns), two columns per
+# 8-lane segment otherwise (41 rows, 45 columns: a segment's second column past the last).
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,n,a_batched", [(64, 64, False), (57, 65, False), (49, 128, True), (64, 130, True),

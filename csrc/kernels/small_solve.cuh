@@ -1126,7 +1126,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // in the substitution, ptxas (CUDA 13.0, sm_90) spilled 68 bytes per thread for complex64 and
 // 156 for complex128 at four steps, and kept one register pair for all of a step's shared-memory
 // reads in the first four slots, each read waited on by its multiply-adds; without it, complex64
-// takes 123 registers without spills and keeps about 6 reads in flight (complex128 at four steps:
+// takes 125 registers without spills and keeps about 6 reads in flight (complex128 at four steps:
 // 128 registers, 32 bytes spilled). H200, batch 4096 of 64x64, kernel time: complex64 204 against
 // 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv).
 constexpr int kTileM = 64;        // the padded order
@@ -1739,7 +1739,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // column kernel, with its triangles staged by cp.async, won: batch 10000 of 32x32 complex64
   // 105 vs 155 us, complex128 162 vs 276; at 48 rows, batch 4096 of 48x48 complex64 147 vs 192
   // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Large complex
-  // batches of 49-64 rows with 64 or more columns per matrix take the tile kernel instead (below).
+  // batches take the tile kernel instead where it won (below).
   // Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a
   // batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
@@ -1758,9 +1758,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
-  // columns or more per matrix; complex128 of 33-64 rows with 48 or more, where A is batched and
-  // there are at most 128 columns per matrix (tiles_before_mma), and elsewhere where the tensor-core
-  // kernel is not taken (before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
+  // columns or more per matrix; complex128 of 33-64 rows with A batched and 48-128 columns per
+  // matrix (at 49-64 rows before the tensor-core kernel: tiles_before_mma), and of 49-64 rows with
+  // 48 or more columns wherever the tensor-core kernel is not taken (before sm_80, or with
+  // HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
   // time (profile_cases_..._exact-split.csv): complex64 at 64x64 204 us against 332 for the 8-lane
   // segment kernel, 128 unit columns 352 vs 566, A broadcast 199 vs 330; not at 48 rows, where the
   // column kernel won (143 vs 195 us); complex128 at 64x64 321 us against 380 for the tensor-core
@@ -1772,15 +1773,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // were measured at 48 rows only. Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex &&
-                             p.m > (kComplex64 ? 48 : 32) && p.n >= (kComplex64 ? 64 : 48) && p.segment_lanes == 0 &&
+                             (kComplex64 ? p.m > 48 && p.n >= 64
+                                         : p.m > 32 && p.n >= 48 && (p.m > 48 || (p.n <= 128 && !shares_a(p)))) &&
+                             p.segment_lanes == 0 &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   [[maybe_unused]] const bool tiles_before_mma =
       tiles_wanted && p.kernel == SmallKernel::kAuto && p.n <= 128 && !shares_a(p);  // (complex128)
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
-    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with 64 columns
-    // per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
+    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with 48-128
+    // columns per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
     // with one A for every task and 64 columns or more per matrix (shares_a: A broadcast, batch
     // 4096 of 64x64 103 vs 130 us for the column kernel; a single 64x4096 solve 7.8 vs 10.7 us;
     // narrower B were not measured). Not for float64 with A batched (batch
