@@ -1147,7 +1147,6 @@ __device__ __forceinline__ void substitute_tile(T (&x)[kTileM / kTileRowLanes][t
                                                 const T* Rs, int g, int c, Store store) {
   constexpr int kSlots = kTileM / kTileRowLanes, kCols = tile_lane_cols<T>();
   static_assert(kTileRowLanes % kSteps == 0, "substitute_tile: whole loop iterations");
-  using Layout = SegmentLayout<kTileM, 1>;
 #pragma unroll
   for (int s0 = 0; s0 < kSlots; ++s0) {
     const int own = kTileRowLanes * s0 + g;  // my row in this slot
