@@ -684,13 +684,61 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsma
 constexpr int kSegment = 32;
 
 
+#if HSMA_ASYNC_COPY
+// cp.async staging of the lower triangle into the packed columns of SegmentLayout<M, 1> (column
+// k: rows k..M-1 at packed_start(k) + i - k) by kThreads >= M threads, each visiting only the
+// triangle's slots: thread t keeps the fast index f = t % M of L (consecutive threads read
+// consecutive addresses) and walks the slow index from t / M in steps of S = kThreads / M,
+// starting at the diagonal (k_fast: rows i = k.., column k = f) or ending there (columns
+// k = ..i of row i = f), with no slot above it. The addresses only step: a row step moves one
+// slot down the packed column, a column step moves by the rest of the column, one element less
+// each time. Slots outside m x m are zero-filled; the diagonal is skipped for a unit triangle
+// (finish_pivots writes the ones). Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64
+// complex64): walking the whole square with a predicate per slot, as the general path does, took
+// 34 instructions per 8-byte copy and 12% of the kernel's instructions.
+template <typename T, int M, int kThreads>
+__device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T>& p, bool k_fast, int t) {
+  static_assert(kThreads >= M, "stage_packed_columns: a thread per fast index");
+  constexpr int S = kThreads / M;
+  if (t >= S * M) return;  // (threads beyond whole steps idle)
+  const int f = t % M, sl0 = t / M, m = static_cast<int>(p.m), u = p.unit ? 1 : 0;
+  if (k_fast) {  // column k = f, rows i = sl0 + S j >= k + u
+    const int k = f;
+    int i = k + u <= sl0 ? sl0 : sl0 + (k + u - sl0 + S - 1) / S * S;
+    T* dst = Ls + packed_start<M>(k) + (i - k);
+    const int64_t step = S * p.l.row;
+    const T* src = L + k * p.l.col + i * p.l.row;
+    const int valid_end = k < m ? m : 0;  // rows below which the copies are real
+#pragma unroll 1
+    for (; i < valid_end; i += S, dst += S, src += step) copy_async(dst, src);
+#pragma unroll 1
+    for (; i < M; i += S, dst += S) *dst = T(0);
+  } else {  // row i = f, columns k = sl0 + S j <= i - u
+    const int i = f;
+    const int last = i - u;  // the last column to stage
+    int k = sl0;
+    T* dst = Ls + packed_start<M>(k) + (i - k);
+    int d = S * (M - 1 - k) - S * (S - 1) / 2;  // packed_start(k + S) + i - k - S - (packed_start(k) + i - k)
+    const int64_t step = S * p.l.col;
+    const T* src = L + i * p.l.row + k * p.l.col;
+    const int valid_last = i < m ? last : -1;
+#pragma unroll 1
+    for (; k <= valid_last; k += S, dst += d, d -= S * S, src += step) copy_async(dst, src);
+#pragma unroll 1
+    for (; k <= last; k += S, dst += d, d -= S * S) *dst = T(0);
+  }
+}
+#endif
+
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
 // as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
 // padded to the identity up to M, and
 // the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
 // needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
-// the dimension of L with the smaller stride (coalesced loads); barrier() synchronises the
-// kThreads threads, and the caller synchronises them again before reading Ls and Rs.
+// the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
+// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp tasks), only the
+// triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
+// synchronises them again before reading Ls and Rs.
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
           typename Barrier>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
@@ -702,7 +750,12 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   bool staged = false;
 #if HSMA_ASYNC_COPY
-  if (p.async_copy) {
+  if constexpr (std::is_same_v<Layout, SegmentLayout<M, 1>> && kThreads >= M && kStageUnroll == 1) {
+    if (p.async_copy) {
+      stage_packed_columns<T, M, kThreads>(Ls, L, p, k_fast, t);
+      staged = true;
+    }
+  } else if (p.async_copy) {
     // cp.async: thread t keeps its fast index f (or kFast of them when kThreads < M; consecutive
     // threads read consecutive addresses) and walks the slow index in steps of kSlowStep (threads
     // beyond kSlowStep * M idle), kStageUnroll steps unrolled: its source pointer steps by a
@@ -1226,15 +1279,21 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
     const int64_t jl = (tile * kWarps + w) * tile_warp_cols<T>() + c * kCols;  // the lane's first column
+    bool col_ok[kCols];
+#pragma unroll
+    for (int cc = 0; cc < kCols; ++cc) col_ok[cc] = jl + cc < p.n;
+    // The lane's rows g + 4 s of B and X by pointers stepped 4 rows at a time (with the offsets
+    // computed for each slot, the B loads took about 16 instructions each: nvcc sm_90 SASS).
     T x[kSlots][kCols];
-    const T* B = p.B + off[1];
+    {
+      const T* Bl = p.B + off[1] + g * p.b.row + jl * p.b.col;
+      const int64_t brows = kTileRowLanes * p.b.row;
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s)
+      for (int s = 0; s < kSlots; ++s, Bl += brows)
 #pragma unroll
-      for (int cc = 0; cc < kCols; ++cc) {
-        const int row = kTileRowLanes * s + g;
-        x[s][cc] = (row < m && jl + cc < p.n) ? B[row * p.b.row + (jl + cc) * p.b.col] : T(0);  // alpha: below
-      }
+        for (int cc = 0; cc < kCols; ++cc)  // alpha: below
+          x[s][cc] = kTileRowLanes * s + g < m && col_ok[cc] ? Bl[cc * p.b.col] : T(0);
+    }
     __syncthreads();  // the previous task is done with Ls
     if (tid == 0) exact = 0;
     __syncthreads();  // exact is cleared
@@ -1246,19 +1305,21 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 #pragma unroll
       for (int cc = 0; cc < kCols; ++cc) x[s][cc] = p.alpha * x[s][cc];
     T* X = p.X + off[2];
-    const int64_t xrow = p.x.row, xcol = p.x.col, n = p.n;
-    auto store = [&](int s) {
-      const int row = kTileRowLanes * s + g;
+    const int64_t xrow = p.x.row, xcol = p.x.col;
+    T* Xl = X + g * xrow + jl * xcol;
+    const int64_t xrows = kTileRowLanes * xrow;
+    auto store = [&](int s) {  // (called for s = 0, 1, ... in order: Xl steps to the next slot's row)
 #pragma unroll
       for (int cc = 0; cc < kCols; ++cc)
-        if (row < m && jl + cc < n) X[row * xrow + (jl + cc) * xcol] = x[s][cc];
+        if (kTileRowLanes * s + g < m && col_ok[cc]) Xl[cc * xcol] = x[s][cc];
+      Xl += xrows;
     };
     if (exact_task) {  // (never with a unit diagonal) out of the register tiles, see substitute_column_exact
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) store(s);
       warp_sync();  // the warp's columns of alpha B are in X
       const int64_t j = (tile * kWarps + w) * tile_warp_cols<T>() + lane;
-      if (lane < tile_warp_cols<T>() && j < n) substitute_column_exact<T, SegmentLayout<M, 1>>(X + j * xcol, xrow, m, Ls, Rs);
+      if (lane < tile_warp_cols<T>() && j < p.n) substitute_column_exact<T, SegmentLayout<M, 1>>(X + j * xcol, xrow, m, Ls, Rs);
     } else if (p.unit)
       substitute_tile<T, true, kSteps>(x, Ls, Rs, g, c, store);
     else
