@@ -50,6 +50,7 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -686,46 +687,64 @@ constexpr int kSegment = 32;
 
 #if HSMA_ASYNC_COPY
 // cp.async staging of the lower triangle into the packed columns of SegmentLayout<M, 1> (column
-// k: rows k..M-1 at packed_start(k) + i - k) by kThreads >= M threads, each visiting only the
-// triangle's slots: thread t keeps the fast index f = t % M of L (consecutive threads read
-// consecutive addresses) and walks the slow index from t / M in steps of S = kThreads / M,
-// starting at the diagonal (k_fast: rows i = k.., column k = f) or ending there (columns
-// k = ..i of row i = f), with no slot above it. The addresses only step: a row step moves one
-// slot down the packed column, a column step moves by the rest of the column, one element less
-// each time. Slots outside m x m are zero-filled; the diagonal is skipped for a unit triangle
-// (finish_pivots writes the ones). Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64
-// complex64): walking the whole square with a predicate per slot, as the general path does, took
-// 34 instructions per 8-byte copy and 12% of the kernel's instructions.
+// k: rows k..M-1 at packed_start(k) + i - k) by kThreads >= M threads (whole warps), visiting
+// only the triangle's slots: thread t keeps the fast index f = t % M of L (consecutive threads
+// read consecutive addresses) and walks the slow index sl = t / M + S j, S = kThreads / M; its
+// slots are the j from the diagonal on (k_fast: rows i = sl of column k = f) or up to it
+// (columns k = sl of row i = f). A warp's lanes step j together over the union of their ranges,
+// each copying where j is in its own, so that one warp-wide copy reads one row (k_fast) or
+// column of L, and the addresses only step: a row step moves one slot down the packed column, a
+// column step by the rest of the column, one element less each time. Slots outside m x m are
+// zero-filled; the diagonal is skipped for a unit triangle (finish_pivots writes the ones).
+// Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64 complex64): walking the whole
+// square with each slot's position computed, as the general path does, took 34 instructions per
+// 8-byte copy and 12% of the kernel's instructions.
 template <typename T, int M, int kThreads>
 __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T>& p, bool k_fast, int t) {
-  static_assert(kThreads >= M, "stage_packed_columns: a thread per fast index");
+  static_assert(kThreads >= M && kThreads % 32 == 0, "stage_packed_columns: a thread per fast index, whole warps");
   constexpr int S = kThreads / M;
-  if (t >= S * M) return;  // (threads beyond whole steps idle)
   const int f = t % M, sl0 = t / M, m = static_cast<int>(p.m), u = p.unit ? 1 : 0;
-  if (k_fast) {  // column k = f, rows i = sl0 + S j >= k + u
-    const int k = f;
-    int i = k + u <= sl0 ? sl0 : sl0 + (k + u - sl0 + S - 1) / S * S;
-    T* dst = Ls + packed_start<M>(k) + (i - k);
-    const int64_t step = S * p.l.row;
-    const T* src = L + k * p.l.col + i * p.l.row;
-    const int valid_end = k < m ? m : 0;  // rows below which the copies are real
-#pragma unroll 1
-    for (; i < valid_end; i += S, dst += S, src += step) copy_async(dst, src);
-#pragma unroll 1
-    for (; i < M; i += S, dst += S) *dst = T(0);
-  } else {  // row i = f, columns k = sl0 + S j <= i - u
-    const int i = f;
-    const int last = i - u;  // the last column to stage
-    int k = sl0;
-    T* dst = Ls + packed_start<M>(k) + (i - k);
-    int d = S * (M - 1 - k) - S * (S - 1) / 2;  // packed_start(k + S) + i - k - S - (packed_start(k) + i - k)
-    const int64_t step = S * p.l.col;
-    const T* src = L + i * p.l.row + k * p.l.col;
-    const int valid_last = i < m ? last : -1;
-#pragma unroll 1
-    for (; k <= valid_last; k += S, dst += d, d -= S * S, src += step) copy_async(dst, src);
-#pragma unroll 1
-    for (; k <= last; k += S, dst += d, d -= S * S) *dst = T(0);
+  int jf, je;  // this thread's slots: j in [jf, je)
+  if (k_fast) {
+    jf = f + u <= sl0 ? 0 : (f + u - sl0 + S - 1) / S;
+    je = (M - sl0 + S - 1) / S;
+  } else {
+    jf = 0;
+    je = f - u < sl0 ? 0 : (f - u - sl0) / S + 1;
+  }
+  if (t >= S * M || jf >= je) {  // (threads beyond whole steps idle)
+    jf = INT_MAX;
+    je = INT_MIN;
+  }
+  const int jlo = __reduce_min_sync(0xffffffffu, jf), jhi = __reduce_max_sync(0xffffffffu, je);
+  if (jlo >= jhi) return;  // (warp-uniform)
+  if (k_fast) {  // column k = f, rows i = sl0 + S j
+    // (M a multiple of 32: a warp's lanes share sl0, so their ranges end together at jhi)
+    constexpr bool kSharedEnd = M % 32 == 0;
+    const int k = f, i_end = k < m ? m : 0;  // rows below i_end are copied, the rest zero
+    auto rows = [&](auto all_valid) {  // all_valid: m = M, no row or column to zero
+      int i = sl0 + S * jlo;
+      T* dst = Ls + packed_start<M>(k) + (i - k);  // (above the column while j < jf: not written)
+      const T* src = L + k * p.l.col + i * p.l.row;
+      const int64_t step = S * p.l.row;
+#pragma unroll 4
+      for (int j = jlo; j < jhi; ++j, i += S, dst += S, src += step) {
+        const bool valid = decltype(all_valid)::value || i < i_end;
+        copy_async_or_zero(dst, valid ? src : L, j >= jf && (kSharedEnd || j < je), valid);
+      }
+    };
+    if (m == M)
+      rows(std::true_type());
+    else
+      rows(std::false_type());
+  } else {  // row i = f, columns k = sl0 + S j; all of them copied (f < m) or zeroed
+    const bool valid = f < m;
+    T* dst = Ls + packed_start<M>(sl0) + (f - sl0);
+    int d = S * (M - 1 - sl0) - S * (S - 1) / 2;  // at(f, k + S) - at(f, k) at k = sl0, then S * S less per step
+    const T* src = valid ? L + f * p.l.row + sl0 * p.l.col : L;
+    const int64_t step = valid ? S * p.l.col : 0;
+#pragma unroll 4
+    for (int j = 0; j < jhi; ++j, dst += d, d -= S * S, src += step) copy_async_or_zero(dst, src, j < je, valid);
   }
 }
 #endif
@@ -738,11 +757,12 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 // the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
 // columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp tasks), only the
 // triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
-// synchronises them again before reading Ls and Rs.
+// synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
+// before waiting for them (the tile kernel loads its right-hand sides there).
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
-          typename Barrier>
+          typename Barrier, typename Issued = void (*)()>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
-                                                     int t, Barrier barrier) {
+                                                     int t, Barrier barrier, Issued issued = [] {}) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   static_assert(kThreads >= M || M % kThreads == 0, "load_packed_triangle: whole rows per thread");
@@ -802,6 +822,7 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
       return i < um && k < um && (i > k || (i == k && !p.unit)) ? L + i * p.l.row + k * p.l.col : nullptr;
     });
   }
+  issued();
   copy_async_wait_all();
   barrier();
   finish_pivots(Ls, p.conj ? Layout::kSize : 0, M, p, t, kThreads,
@@ -1285,7 +1306,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     // The lane's rows g + 4 s of B and X by pointers stepped 4 rows at a time (with the offsets
     // computed for each slot, the B loads took about 16 instructions each: nvcc sm_90 SASS).
     T x[kSlots][kCols];
-    {
+    auto load_rhs = [&] {
       const T* Bl = p.B + off[1] + g * p.b.row + jl * p.b.col;
       const int64_t brows = kTileRowLanes * p.b.row;
 #pragma unroll
@@ -1293,11 +1314,13 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 #pragma unroll
         for (int cc = 0; cc < kCols; ++cc)  // alpha: below
           x[s][cc] = kTileRowLanes * s + g < m && col_ok[cc] ? Bl[cc * p.b.col] : T(0);
-    }
-    __syncthreads();  // the previous task is done with Ls
-    if (tid == 0) exact = 0;
-    __syncthreads();  // exact is cleared
-    load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); });
+    };
+    __syncthreads();  // the previous task is done with Ls and exact
+    if (tid == 0) exact = 0;  // (seen by finish_pivots after load_packed_triangle's barrier)
+    // B is loaded once the triangle's copies are issued (both kinds of load in flight together;
+    // B's registers not live while the copies are issued), with one barrier less than staging
+    // after a barrier that publishes the cleared flag.
+    load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); }, load_rhs);
     __syncthreads();
     const bool exact_task = exact != 0;
 #pragma unroll
