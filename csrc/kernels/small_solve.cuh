@@ -1279,11 +1279,6 @@ __device__ __noinline__ void substitute_column_exact(T* X, int64_t xrow, int m, 
   }
 }
 
-// Whether the tile kernel issues B's loads first, before the barrier that ends the previous task
-// (overlapping the other warps' last steps), rather than once the triangle's copies are issued
-// (B's registers not live during the staging).
-template <typename T> __host__ __device__ constexpr bool tile_rhs_first() { return sizeof(T) >= 16; }
-
 template <typename T, int kThreads, int kSteps>
 __global__ void __launch_bounds__(kThreads, tile_min_blocks<kThreads>())
 small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
@@ -1320,14 +1315,12 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
         for (int cc = 0; cc < kCols; ++cc)  // alpha: below
           x[s][cc] = kTileRowLanes * s + g < m && col_ok[cc] ? Bl[cc * p.b.col] : T(0);
     };
-    // B's loads are issued before the barrier (tile_rhs_first) or once the triangle's copies are.
-    constexpr bool kRhsFirst = tile_rhs_first<T>();
-    if constexpr (kRhsFirst) load_rhs();
     __syncthreads();  // the previous task is done with Ls and exact
     if (tid == 0) exact = 0;  // (seen by finish_pivots after load_packed_triangle's barrier)
-    load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); }, [&] {
-      if constexpr (!kRhsFirst) load_rhs();
-    });
+    // B is loaded once the triangle's copies are issued (both kinds of load in flight together;
+    // B's registers not live while the copies are issued), with one barrier less than staging
+    // after a barrier that publishes the cleared flag.
+    load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); }, load_rhs);
     __syncthreads();
     const bool exact_task = exact != 0;
 #pragma unroll
