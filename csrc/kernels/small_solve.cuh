@@ -698,7 +698,11 @@ constexpr int kSegment = 32;
 // zero-filled; the diagonal is skipped for a unit triangle (finish_pivots writes the ones).
 // Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64 complex64): walking the whole
 // square with each slot's position computed, as the general path does, took 34 instructions per
-// 8-byte copy and 12% of the kernel's instructions.
+// 8-byte copy and 12% of the kernel's instructions; here about 8 (SASS, unrolled by four). H200
+// kernel time with this staging and the tile kernel's stepped B and X pointers, batch 4096 of
+// 64x64: complex64 180.0 against 204.1 us, complex128 333.8 against 320.8 (not resolved; see
+// docs/kernels.md); with each thread's loop unrolled on its own (the lanes' rows drifting
+// apart), complex64 took 201.5 (profile_cases_..._2026-12-02_lockstep.csv, _lean-staging.csv).
 template <typename T, int M, int kThreads>
 __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T>& p, bool k_fast, int t) {
   static_assert(kThreads >= M && kThreads % 32 == 0, "stage_packed_columns: a thread per fast index, whole warps");
