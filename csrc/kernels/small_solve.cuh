@@ -693,7 +693,7 @@ constexpr int kSegment = 32;
 // slots are the j from the diagonal on (k_fast: rows i = sl of column k = f) or up to it
 // (columns k = sl of row i = f). A warp's lanes step j together over the union of their ranges,
 // each copying where j is in its own, so that one warp-wide copy reads one row (k_fast) or
-// column of L, and the addresses only step: a row step moves one slot down the packed column, a
+// column of L (where M is a multiple of 32; at M = 48 a warp spans two), and the addresses only step: a row step moves one slot down the packed column, a
 // column step by the rest of the column, one element less each time. Slots outside m x m are
 // zero-filled; the diagonal is skipped for a unit triangle (finish_pivots writes the ones).
 // Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64 complex64): walking the whole
@@ -834,7 +834,7 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
                   rcp_slot = Rs + k;
                   flag = exact;
                   T* diag = Ls + Layout::at(k, k);
-                  if (p.unit || k >= m) *diag = T(1);  // (cp.async staged a zero; never read when unit)
+                  if (p.unit || k >= m) *diag = T(1);  // (staged as a zero where k >= m; not staged where unit)
                   return diag;
                 },
                 barrier);
@@ -1206,7 +1206,9 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // reads in the first four slots, each read waited on by its multiply-adds; without it, complex64
 // takes 125 registers without spills and keeps about 6 reads in flight (complex128 at four steps:
 // 128 registers, 32 bytes spilled). H200, batch 4096 of 64x64, kernel time: complex64 204 against
-// 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv).
+// 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv). Since
+// the staging of stage_packed_columns and the stepped B and X pointers (33f5a4c): complex64 124
+// registers, no spills; complex128 at four steps 92 bytes spilled, in the per-task code (ptxas).
 constexpr int kTileM = 64;        // the padded order
 constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
 constexpr int kTileColLanes = 8;  // column groups of a warp
