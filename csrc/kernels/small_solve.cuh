@@ -693,9 +693,10 @@ constexpr int kSegment = 32;
 // slots are the j from the diagonal on (k_fast: rows i = sl of column k = f) or up to it
 // (columns k = sl of row i = f). A warp's lanes step j together over the union of their ranges,
 // each copying where j is in its own, so that one warp-wide copy reads one row (k_fast) or
-// column of L (where M is a multiple of 32; at M = 48 a warp spans two), and the addresses only step: a row step moves one slot down the packed column, a
-// column step by the rest of the column, one element less each time. Slots outside m x m are
-// zero-filled; the diagonal is skipped for a unit triangle (finish_pivots writes the ones).
+// column of L (where M is a multiple of 32; at M = 48 a warp spans two), and the addresses only
+// step: a row step moves one slot down the packed column, a column step by the rest of the
+// column, one element less each time. Slots outside m x m are zero-filled; the diagonal is
+// skipped for a unit triangle (finish_pivots writes the ones).
 // Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64 complex64): walking the whole
 // square with each slot's position computed, as the general path does, took 34 instructions per
 // 8-byte copy and 12% of the kernel's instructions; here about 8 (SASS, unrolled by four). H200
@@ -759,8 +760,8 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 // the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
 // needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
 // the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
-// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp tasks), only the
-// triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
+// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp
+// tasks), only the triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
 // synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
 // before waiting for them (the tile kernel loads its right-hand sides there).
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
@@ -1324,8 +1325,8 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     __syncthreads();  // the previous task is done with Ls and exact
     if (tid == 0) exact = 0;  // (seen by finish_pivots after load_packed_triangle's barrier)
     // B is loaded once the triangle's copies are issued (both kinds of load in flight together;
-    // B's registers not live while the copies are issued), with one barrier less than staging
-    // after a barrier that publishes the cleared flag.
+    // B's registers not live while the copies are issued). No barrier after clearing the flag:
+    // load_packed_triangle's barrier before finish_pivots orders it.
     load_packed_triangle<T, M, kThreads>(Ls, Rs, &exact, p.L + off[0], p, tid, [] { __syncthreads(); }, load_rhs);
     __syncthreads();
     const bool exact_task = exact != 0;
@@ -1348,7 +1349,8 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
       for (int s = 0; s < kSlots; ++s) store(s);
       warp_sync();  // the warp's columns of alpha B are in X
       const int64_t j = (tile * kWarps + w) * tile_warp_cols<T>() + lane;
-      if (lane < tile_warp_cols<T>() && j < p.n) substitute_column_exact<T, SegmentLayout<M, 1>>(X + j * xcol, xrow, m, Ls, Rs);
+      if (lane < tile_warp_cols<T>() && j < p.n)
+        substitute_column_exact<T, SegmentLayout<M, 1>>(X + j * xcol, xrow, m, Ls, Rs);
     } else if (p.unit)
       substitute_tile<T, true, kSteps>(x, Ls, Rs, g, c, store);
     else
