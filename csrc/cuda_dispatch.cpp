@@ -232,6 +232,19 @@ int dependent_launch_choice() {
   return v ? v : -1;
 }
 
+// HSMA_TRSM_MAX_BLOCKS=k (a positive integer) caps every small-path launch at k blocks, so that
+// each block's grid-stride loop takes several tasks (tests; SolveProblem::max_blocks); 0 when
+// unset, anything else 0 and a warning (once).
+int64_t max_blocks_choice() {
+  const char* env = std::getenv("HSMA_TRSM_MAX_BLOCKS");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end != env && *end == '\0' && v > 0) return v;
+  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_MAX_BLOCKS=", env, " (expected a positive integer)");
+  return 0;
+}
+
 template <typename S>
 void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                  const TrsmShape& s) {
@@ -282,6 +295,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
     p.mma_fold = mma_fold_choice();
     p.async_copy = async_copy_choice();
     p.dependent_launch = dependent_launch_choice();
+    p.max_blocks = max_blocks_choice();
   }
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);

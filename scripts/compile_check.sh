@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compile-only checks of the GPU sources on a machine without a GPU (CI runs this):
-#   - every kernel source (csrc/kernels/*.cu) with nvcc for sm_90;
+#   - every kernel source (csrc/kernels/*.cu) with nvcc for sm_90, and every kernel of its PTX
+#     checked for a global store (scripts/ptx_entries_check.py);
 #   - every kernel source with hipcc for AMD gfx906 (wave64, the paper's DCU/MI50 class) and
 #     gfx90a (MI200 class), compile only;
 #   - the torch-facing CUDA dispatcher (csrc/cuda_dispatch.cpp) for syntax against the installed
@@ -12,10 +13,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if command -v nvcc >/dev/null; then
+  # Bare flags on purpose (not torch's, which add --expt-relaxed-constexpr): the kernels must not
+  # depend on them. The PTX is kept and every kernel checked for a global store, so that a kernel
+  # whose body the compiler removed (undefined behaviour on every path) cannot pass as compiled.
+  mkdir -p "$tmp/ptx"
   for f in csrc/kernels/*.cu; do
     echo "nvcc sm_90: $f"
-    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -c "$f" -o "$tmp/$(basename "$f").o"
+    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" \
+      -c "$f" -o "$tmp/$(basename "$f").o"
   done
+  "$PY" scripts/ptx_entries_check.py "$tmp"/ptx/*.ptx
   cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
   [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
   torch_inc=$("$PY" -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I'+p for p in include_paths()))")

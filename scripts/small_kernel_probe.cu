@@ -13,19 +13,43 @@
 #ifndef PROBE_COLUMNS
 #define PROBE_COLUMNS 0
 #endif
+#ifndef PROBE_TILES
+#define PROBE_TILES 0
+#endif
 #include <cstdio>
 #include <vector>
-#include <random>
 #include <cmath>
 using namespace hsma;
-template <typename T> T rnd(std::mt19937& g) {
-  std::normal_distribution<double> d;
-  if constexpr (sizeof(T) == 8) return T(float(d(g)), float(d(g)));
-  else return T(d(g), d(g));
+// Uniform in [-sqrt(3), sqrt(3)) (unit variance) from a 64-bit xorshift: fast enough that a
+// batch of 4096 64x128 systems is generated in well under a second.
+inline double unif(uint64_t& g) {
+  g ^= g << 13; g ^= g >> 7; g ^= g << 17;
+  return (double(g >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508075688772;
 }
+template <typename T> T rnd(uint64_t& g) {
+  const double re = unif(g), im = unif(g);
+  if constexpr (sizeof(T) == 8) return T(float(re), float(im));
+  else return T(re, im);
+}
+// PROBE_TILES: threads per block of the tile kernel (0: the launcher's choice; 64, 128, 256 with
+// as many column tiles as that leaves).
+static int g_tile_threads = 0;
+#if PROBE_TILES
+template <typename T>
+hsmaError_t launch_tiles_with(const SolveProblem<T>& p, const DeviceInfo& dev) {
+  if (g_tile_threads == 0) return launch_tiles<T>(p, dev, 0);
+  const int64_t cols = (g_tile_threads / 32) * tile_warp_cols<T>(), ntiles = (p.n + cols - 1) / cols;
+  if (g_tile_threads == 64) return launch_tiles_as<T, 64>(p, dev, 0, ntiles);
+  if (g_tile_threads == 128) return launch_tiles_as<T, 128>(p, dev, 0, ntiles);
+  return launch_tiles_as<T, 256>(p, dev, 0, ntiles);
+}
+#endif
 template <typename T, int M>
-void run(const char* name, int64_t batch, int m, int n, bool unit) {
-  std::mt19937 g(1);
+void run(const char* name0, int64_t batch, int m, int n, bool unit) {
+  char name[96];
+  snprintf(name, sizeof name, "%s%s%d", name0, g_tile_threads ? " threads=" : "", g_tile_threads);
+  if (!g_tile_threads) snprintf(name, sizeof name, "%s", name0);
+  uint64_t g = 88172645463325252ull;
   std::vector<T> L(batch * m * m), B(batch * m * n);
   for (int64_t b = 0; b < batch; ++b)
     for (int i = 0; i < m; ++i)
@@ -45,7 +69,9 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
   p.unit = unit;
   const DeviceInfo dev = current_device_info();
   auto launch = [&] {
-#if PROBE_COLUMNS
+#if PROBE_TILES
+    return launch_tiles_with<T>(p, dev);
+#elif PROBE_COLUMNS
     return launch_columns<T, M>(p, dev, 0);
 #elif NEWAPI_ON
     return launch_narrow_segments<T, M>(p, dev, 0);
@@ -74,7 +100,7 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
         T bb = B[(b * m + i) * n + j];
         num += (re - bb.re) * (re - bb.re) + (im - bb.im) * (im - bb.im); den += double(bb.re) * bb.re + double(bb.im) * bb.im;
       }
-  printf("%-34s mean %8.2f us  min %8.2f us  resid %.2e  err %s\n", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
+  printf("%-48s mean %8.2f us  min %8.2f us  resid %.2e  err %s\n", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
          cudaGetErrorString(cudaGetLastError()));
   cudaFree(dL); cudaFree(dB); cudaFree(dX);
 }
@@ -83,7 +109,24 @@ void run(const char* name, int64_t batch, int m, int n, bool unit) {
 #endif
 int main() {
   cudaFree(0);
-#if PROBE_COLUMNS
+#if PROBE_TILES
+  // Batch 4096 of the tile kernel's shapes, at the launcher's block size and at smaller blocks
+  // (more column tiles per matrix, each block staging the whole triangle).
+  for (int round = 0; round < 2; ++round) {
+    for (int threads : {0}) {
+      g_tile_threads = threads;
+      run<complex<double>, 64>(VARIANT " c128 b=4096 64x64 n=64", 4096, 64, 64, false);
+      run<complex<double>, 48>(VARIANT " c128 b=4096 48x48 n=48", 4096, 48, 48, false);
+      run<complex<double>, 64>(VARIANT " c128 b=4096 64x64 n=128 unit", 4096, 64, 128, true);
+    }
+    for (int threads : {0, 128}) {
+      g_tile_threads = threads;
+      run<complex<float>, 64>(VARIANT " c64 b=4096 64x64 n=64", 4096, 64, 64, false);
+      run<complex<float>, 64>(VARIANT " c64 b=4096 64x64 n=128 unit", 4096, 64, 128, true);
+    }
+  }
+  g_tile_threads = 0;
+#elif PROBE_COLUMNS
   for (int round = 0; round < 3; ++round)
     run<complex<double>, 32>(VARIANT " c128 b=10000 32x32 n=32", 10000, 32, 32, false);
 #else

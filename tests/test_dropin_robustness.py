@@ -137,12 +137,17 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("pattern", ["sub", "huge"])
-def test_extreme_pivots_in_tile_batches(device, dtype, pattern):
+@pytest.mark.parametrize("max_blocks", [None, "3"], ids=["block-per-task", "grid3"])
+def test_extreme_pivots_in_tile_batches(device, dtype, pattern, max_blocks, monkeypatch):
     """A large complex batch of 64x64 triangles with 100 columns each, which the launcher gives the
     tile kernel (complex64: one column tile of eight warps, seven with columns, the seventh partly
     past n; complex128: two tiles), every other matrix with pivots whose reciprocals would not do: those tasks leave
     the register tiles for one serial column per lane (substitute_column_exact) in the same launch
-    as the ordinary ones. Each entry against its extended-precision substitution."""
+    as the ordinary ones. Each entry against its extended-precision substitution. With the grid
+    capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), each block alternates between the two kinds of
+    task, clearing and setting the shared flag that tells them apart once per task."""
+    if max_blocks is not None:
+        monkeypatch.setenv("HSMA_TRSM_MAX_BLOCKS", max_blocks)
     k, n = 64, 100
     batch = 4 * torch.cuda.get_device_properties(device).multi_processor_count + 72
     gen = make_generator(11 + len(pattern))
@@ -363,6 +368,14 @@ SWEEP = [
                  id="small-mma-f64"),
     pytest.param(64, (), 200, True, False, "N", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
                  id="small-mma-fold-c128"),
+    pytest.param(57, (5,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles",
+                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-tiles-c128-grid-stride"),
+    pytest.param(64, (7,), 64, True, False, "N", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "tiles",
+                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-tiles-c64-grid-stride"),
+    pytest.param(41, (5,), 20, True, True, "T", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
+                 "HSMA_TRSM_SEGMENT_LANES": "8", "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-narrow-segments-grid-stride"),
+    pytest.param(30, (9,), 5, True, False, "N", False, torch.float64, {"HSMA_TRSM_MAX_BLOCKS": "2"},
+                 id="small-columns-grid-stride"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
     pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
                  id="inverted-blocks-recursive"),

@@ -386,8 +386,7 @@ hsmaError_t launch_pipeline(const SolveProblem<C>& p, hsmaStream_t stream) {
   const int64_t ntasks = p.batch * ntiles;
   int64_t blocks = int64_t(per_sm) * info.multiprocessors;
   if (blocks > ntasks) blocks = ntasks;
-  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
-  small_pipeline_kernel<kUnit><<<static_cast<unsigned>(blocks), kThreads, kPipelineSmemBytes, stream>>>(p, ntiles);
+  small_pipeline_kernel<kUnit><<<small_grid(p, blocks), kThreads, kPipelineSmemBytes, stream>>>(p, ntiles);
   return hsmaGetLastError();
 }
 

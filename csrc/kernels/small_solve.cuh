@@ -639,7 +639,7 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
   while (groups > 1 && groups * group_bytes > budget) groups /= 2;
   while (groups > 1 && ntasks / groups < dev.multiprocessors) groups /= 2;  // spread few tasks over SMs
   const int64_t blocks = (ntasks + groups - 1) / groups;
-  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  const unsigned grid = small_grid(p, blocks);
   // Threads beyond the groups' columns only help load the triangles. When there are blocks enough
   // to fill the GPU several times, leave them out: blocks of just the solving threads (rounded up to
   // whole warps) let more triangles be solved at once where registers bound the resident threads
@@ -764,10 +764,18 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 // tasks), only the triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
 // synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
 // before waiting for them (the tile kernel loads its right-hand sides there).
+// A callback that does nothing (load_packed_triangle's default `issued`). A functor, not a lambda
+// converted to a function pointer: that conversion is a constexpr host function, which device code
+// may call only under nvcc's --expt-relaxed-constexpr (torch's extension build passes it; a bare
+// nvcc does not, and there, at sm_90, every kernel that took the default lost its body).
+struct NoCallback {
+  __device__ void operator()() const {}
+};
+
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
-          typename Barrier, typename Issued = void (*)()>
+          typename Barrier, typename Issued = NoCallback>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
-                                                     int t, Barrier barrier, Issued issued = [] {}) {
+                                                     int t, Barrier barrier, Issued issued = Issued()) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   static_assert(kThreads >= M || M % kThreads == 0, "load_packed_triangle: whole rows per thread");
@@ -1155,7 +1163,7 @@ template <typename T, int M>
 hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
-  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  const unsigned grid = small_grid(p, blocks);
   return launch_small(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, p, dev, true);
 }
 
@@ -1172,7 +1180,7 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t tile_cols = pass_cols * passes;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
-  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  const unsigned grid = small_grid(p, ntasks);
   return launch_small(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
                       stream, p, dev, true, tile_cols, ntiles);
 }
@@ -1310,17 +1318,21 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     bool col_ok[kCols];
 #pragma unroll
     for (int cc = 0; cc < kCols; ++cc) col_ok[cc] = jl + cc < p.n;
-    // The lane's rows g + 4 s of B and X by pointers stepped 4 rows at a time (with the offsets
-    // computed for each slot, the B loads took about 16 instructions each: nvcc sm_90 SASS).
+    // The lane's rows g + 4 s of B, each slot's offset computed (about 16 instructions per load,
+    // nvcc sm_90 SASS), and of X by a pointer stepped 4 rows at a time. B through a stepped pointer
+    // as well took fewer instructions but longer (H200, kernel time of the tile kernel alone,
+    // batch 4096 of 64x64, scripts/small_kernel_probe.cu: complex64 165.9 against 162.7 us,
+    // complex128 318.8 against 302.2; probe_nvidia-h200_2026-12-02_tiles.txt).
     T x[kSlots][kCols];
     auto load_rhs = [&] {
-      const T* Bl = p.B + off[1] + g * p.b.row + jl * p.b.col;
-      const int64_t brows = kTileRowLanes * p.b.row;
+      const T* B = p.B + off[1];
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s, Bl += brows)
+      for (int s = 0; s < kSlots; ++s)
 #pragma unroll
-        for (int cc = 0; cc < kCols; ++cc)  // alpha: below
-          x[s][cc] = kTileRowLanes * s + g < m && col_ok[cc] ? Bl[cc * p.b.col] : T(0);
+        for (int cc = 0; cc < kCols; ++cc) {  // alpha: below
+          const int row = kTileRowLanes * s + g;
+          x[s][cc] = (row < m && jl + cc < p.n) ? B[row * p.b.row + (jl + cc) * p.b.col] : T(0);
+        }
     };
     __syncthreads();  // the previous task is done with Ls and exact
     if (tid == 0) exact = 0;  // (seen by finish_pivots after load_packed_triangle's barrier)
@@ -1368,7 +1380,7 @@ template <typename T> constexpr int tile_steps() { return sizeof(T) >= 16 ? 4 : 
 template <typename T, int kThreads>
 hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
   const int64_t ntasks = p.batch * ntiles;
-  const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
+  const unsigned grid = small_grid(p, ntasks);
   const bool forced = p.kernel == SmallKernel::kTiles &&
                       (p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4);
   const int steps = forced ? p.segment_steps : tile_steps<T>();
@@ -1735,7 +1747,7 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
         per_sm = 1;
       grid = std::min<int64_t>(ntasks, int64_t(per_sm) * dev.multiprocessors);
     }
-    return launch_small(kernel, static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), threads, 0, stream, p,
+    return launch_small(kernel, small_grid(p, grid), threads, 0, stream, p,
                         dev, !fold, ntiles, fold && !a_shared);
   };
   if (fold)

@@ -78,7 +78,19 @@ struct SolveProblem {
   // Programmatic dependent launch on sm_90+ (HSMA_TRSM_PDL): 0 plain launches; 1 each kernel lets
   // the next one launch once it has started; 2 once it has completed; -1 the launcher's choice of 1 or 2.
   int dependent_launch = -1;
+  // At most this many blocks per small-path launch (HSMA_TRSM_MAX_BLOCKS; tests), so that the
+  // kernels' grid-stride loops take several tasks per block; 0: no cap beyond the grid's limit.
+  int64_t max_blocks = 0;
 };
+
+// The grid of a small-path launch that wants `blocks` blocks: at most 2^31 - 1 and p.max_blocks
+// where set (each kernel's grid-stride loop takes the tasks beyond).
+template <typename T>
+inline unsigned small_grid(const SolveProblem<T>& p, int64_t blocks) {
+  int64_t cap = 0x7fffffff;
+  if (p.max_blocks > 0 && p.max_blocks < cap) cap = p.max_blocks;
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
 
 // Inverses of the diagonal blocks of a triangular matrix T (m x m, through strides): block k of
 // batch entry b, inv(T[k*NB:(k+1)*NB, same]), is written row-major with row pitch out_pitch at
