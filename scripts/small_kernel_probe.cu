@@ -8,7 +8,12 @@
 // columns) and of 48x48 complex128, 30 launches each; NEWAPI_ON=1 calls launch_narrow_segments
 // (the launcher's choice of columns per segment, since 5fcc99f), 0 launch_segments<T, M, 8> (older
 // headers). PROBE_COLUMNS=1: the column kernel (launch_columns), batch 10000 of 32x32
-// complex128, 50 launches, three rounds. benchmarks/results/probe_*.txt.
+// complex128, 50 launches, three rounds. PROBE_TILES=1: the tile kernel (launch_tiles, or
+// launch_tiles_as at another block size), batch 4096 of 64x64 and 48x48 complex128 (also at 1 and
+// 2 steps per loop iteration) and of 64x64 complex64 (64 columns, 128 unit columns; also in blocks
+// of 128 threads), two rounds. The headers need no extra flags (not --expt-relaxed-constexpr,
+// which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
+// second). benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
 #ifndef PROBE_COLUMNS
 #define PROBE_COLUMNS 0
@@ -19,6 +24,7 @@
 #include <cstdio>
 #include <vector>
 #include <cmath>
+#include <cstring>
 using namespace hsma;
 // Uniform in [-sqrt(3), sqrt(3)) (unit variance) from a 64-bit xorshift: fast enough that a
 // batch of 4096 64x128 systems is generated in well under a second.
@@ -34,6 +40,8 @@ template <typename T> T rnd(uint64_t& g) {
 // PROBE_TILES: threads per block of the tile kernel (0: the launcher's choice; 64, 128, 256 with
 // as many column tiles as that leaves).
 static int g_tile_threads = 0;
+// PROBE_TILES: the tile kernel's steps per loop iteration (0: the launcher's choice; 1, 2, 4).
+static int g_tile_steps = 0;
 #if PROBE_TILES
 template <typename T>
 hsmaError_t launch_tiles_with(const SolveProblem<T>& p, const DeviceInfo& dev) {
@@ -47,8 +55,9 @@ hsmaError_t launch_tiles_with(const SolveProblem<T>& p, const DeviceInfo& dev) {
 template <typename T, int M>
 void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   char name[96];
-  snprintf(name, sizeof name, "%s%s%d", name0, g_tile_threads ? " threads=" : "", g_tile_threads);
-  if (!g_tile_threads) snprintf(name, sizeof name, "%s", name0);
+  snprintf(name, sizeof name, "%s", name0);
+  if (g_tile_threads) snprintf(name + strlen(name), sizeof name - strlen(name), " threads=%d", g_tile_threads);
+  if (g_tile_steps) snprintf(name + strlen(name), sizeof name - strlen(name), " steps=%d", g_tile_steps);
   uint64_t g = 88172645463325252ull;
   std::vector<T> L(batch * m * m), B(batch * m * n);
   for (int64_t b = 0; b < batch; ++b)
@@ -67,6 +76,10 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   SolveProblem<T> p; p.m = m; p.n = n; p.batch = batch; p.L = dL; p.l = {m, 1}; p.B = dB; p.b = {n, 1}; p.X = dX; p.x = {n, 1};
   p.bl.ndim = 1; p.bl.size[0] = batch; p.bl.stride[0][0] = int64_t(m) * m; p.bl.stride[1][0] = int64_t(m) * n; p.bl.stride[2][0] = int64_t(m) * n;
   p.unit = unit;
+  if (g_tile_steps) {
+    p.kernel = SmallKernel::kTiles;
+    p.segment_steps = g_tile_steps;
+  }
   const DeviceInfo dev = current_device_info();
   auto launch = [&] {
 #if PROBE_TILES
@@ -110,15 +123,17 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
 int main() {
   cudaFree(0);
 #if PROBE_TILES
-  // Batch 4096 of the tile kernel's shapes, at the launcher's block size and at smaller blocks
-  // (more column tiles per matrix, each block staging the whole triangle).
+  // Batch 4096 of the tile kernel's shapes, at the launcher's steps and block size, at other steps
+  // and at smaller blocks (more column tiles per matrix, each block staging the whole triangle).
   for (int round = 0; round < 2; ++round) {
-    for (int threads : {0}) {
-      g_tile_threads = threads;
+    g_tile_threads = 0;
+    for (int steps : {0, 1, 2}) {
+      g_tile_steps = steps;
       run<complex<double>, 64>(VARIANT " c128 b=4096 64x64 n=64", 4096, 64, 64, false);
       run<complex<double>, 48>(VARIANT " c128 b=4096 48x48 n=48", 4096, 48, 48, false);
       run<complex<double>, 64>(VARIANT " c128 b=4096 64x64 n=128 unit", 4096, 64, 128, true);
     }
+    g_tile_steps = 0;
     for (int threads : {0, 128}) {
       g_tile_threads = threads;
       run<complex<float>, 64>(VARIANT " c64 b=4096 64x64 n=64", 4096, 64, 64, false);

@@ -1322,7 +1322,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     // nvcc sm_90 SASS), and of X by a pointer stepped 4 rows at a time. B through a stepped pointer
     // as well took fewer instructions but longer (H200, kernel time of the tile kernel alone,
     // batch 4096 of 64x64, scripts/small_kernel_probe.cu: complex64 165.9 against 162.7 us,
-    // complex128 318.8 against 302.2; probe_nvidia-h200_2026-12-02_tiles.txt).
+    // complex128 318.8 against 302.2; probe_tiles_nvidia-h200_2026-12-02.txt).
     T x[kSlots][kCols];
     auto load_rhs = [&] {
       const T* B = p.B + off[1];
