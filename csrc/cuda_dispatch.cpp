@@ -238,9 +238,12 @@ int dependent_launch_choice() {
 int64_t max_blocks_choice() {
   const char* env = std::getenv("HSMA_TRSM_MAX_BLOCKS");
   if (env == nullptr || *env == '\0') return 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  if (end != env && *end == '\0' && v > 0) return v;
+  // Digits only (no sign, space or exponent), at most 9 of them (a grid has at most 2^31 - 1 blocks).
+  const size_t len = std::strlen(env);
+  bool digits = len > 0 && len <= 9;
+  for (size_t i = 0; digits && i < len; ++i) digits = env[i] >= '0' && env[i] <= '9';
+  const long long v = digits ? std::atoll(env) : 0;
+  if (v > 0) return v;
   TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_MAX_BLOCKS=", env, " (expected a positive integer)");
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile-only checks of the GPU sources on a machine without a GPU (CI runs this):
 #   - every kernel source (csrc/kernels/*.cu) with nvcc for sm_90, and every kernel of its PTX
-#     checked for a global store (scripts/ptx_entries_check.py);
+#     checked for a global store and against the PTX built with --expt-relaxed-constexpr
+#     (scripts/ptx_entries_check.py);
 #   - every kernel source with hipcc for AMD gfx906 (wave64, the paper's DCU/MI50 class) and
 #     gfx90a (MI200 class), compile only;
 #   - the torch-facing CUDA dispatcher (csrc/cuda_dispatch.cpp) for syntax against the installed
@@ -14,15 +15,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 if command -v nvcc >/dev/null; then
   # Bare flags on purpose (not torch's, which add --expt-relaxed-constexpr): the kernels must not
-  # depend on them. The PTX is kept and every kernel checked for a global store, so that a kernel
-  # whose body the compiler removed (undefined behaviour on every path) cannot pass as compiled.
-  mkdir -p "$tmp/ptx"
+  # depend on them. The PTX is kept, and PTX is also made with that flag: every kernel must write
+  # global memory and have as many instructions in both (scripts/ptx_entries_check.py), so that
+  # code the compiler dropped in one build only (undefined behaviour there) cannot pass as compiled.
+  mkdir -p "$tmp/ptx" "$tmp/ptx-relaxed"
   for f in csrc/kernels/*.cu; do
     echo "nvcc sm_90: $f"
     nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" \
       -c "$f" -o "$tmp/$(basename "$f").o"
+    nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -ptx "$f" -o "$tmp/ptx-relaxed/$(basename "${f%.cu}").ptx"
   done
-  "$PY" scripts/ptx_entries_check.py "$tmp"/ptx/*.ptx
+  "$PY" scripts/ptx_entries_check.py --relaxed "$tmp/ptx-relaxed" "$tmp"/ptx/*.ptx
   cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
   [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
   torch_inc=$("$PY" -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I'+p for p in include_paths()))")

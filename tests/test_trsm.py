@@ -517,9 +517,11 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
 
 # Every small-path kernel with its grid capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), so that each
 # block's grid-stride loop solves many tasks in turn, reusing its shared memory (the staged
-# triangle, pivots, flags) from one task to the next; without the cap a block takes one task
-# (batches of this size). The capped run must equal the uncapped one bit for bit (the same kernel
-# and the same operations per task) and the reference.
+# triangle, pivots, flags) from one task to the next; uncapped, these launches have more blocks
+# than 3 (a block per task, per four warp tasks, or per group of column tasks: 601 one-column
+# systems give the column kernel several groups per block, the last one partial). The capped run
+# must equal the uncapped one bit for bit (the same kernel and the same operations per task) and
+# the reference.
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("kernel", ["auto", "columns", "columns+rows32", "segments", "segments:8", "warps", "pipeline",
                                     "tiles", "mma"])
@@ -527,11 +529,11 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
 @pytest.mark.parametrize("k", [20, 41, 64])
 def test_small_kernels_grid_stride(device, kernel, dtype, k, monkeypatch, gen):
     set_small_kernel(monkeypatch, kernel)
-    for i, (n, a_batched) in enumerate([(1, True), (70, True), (64, False)]):
+    for i, (n, a_batched, batch) in enumerate([(1, True, 37), (70, True, 37), (64, False, 37), (1, True, 601)]):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
-        A = make_triangular(k, batch=(11,) if a_batched else (), dtype=dtype, upper=upper, unit=unit, device=device,
-                            gen=gen)
-        B = make_rhs(b_shape(k, n, left=left, batch=(11,)), dtype=dtype, device=device, gen=gen)
+        A = make_triangular(k, batch=(batch,) if a_batched else (), dtype=dtype, upper=upper, unit=unit,
+                            device=device, gen=gen)
+        B = make_rhs(b_shape(k, n, left=left, batch=(batch,)), dtype=dtype, device=device, gen=gen)
         kw = dict(left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
         monkeypatch.delenv("HSMA_TRSM_MAX_BLOCKS", raising=False)
         X_full = torch.ops.hsma.trsm(A, B, **kw)

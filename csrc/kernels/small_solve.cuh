@@ -767,7 +767,9 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 // A callback that does nothing (load_packed_triangle's default `issued`). A functor, not a lambda
 // converted to a function pointer: that conversion is a constexpr host function, which device code
 // may call only under nvcc's --expt-relaxed-constexpr (torch's extension build passes it; a bare
-// nvcc does not, and there, at sm_90, every kernel that took the default lost its body).
+// nvcc does not, and there, at sm_90, the code after such a call was dropped as unreachable: the
+// segment, warp-task and substituting tensor-core kernels lost their whole body, the folding
+// tensor-core kernels their staging and fold; scripts/compile_check.sh now compares the two builds).
 struct NoCallback {
   __device__ void operator()() const {}
 };
@@ -1217,7 +1219,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
 // 128 registers, 32 bytes spilled). H200, batch 4096 of 64x64, kernel time: complex64 204 against
 // 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv). Since
 // the staging of stage_packed_columns and the stepped B and X pointers (33f5a4c): complex64 124
-// registers, no spills; complex128 at four steps 92 bytes spilled, in the per-task code (ptxas).
+// registers, no spills; complex128 at four steps 92 bytes spilled, in the per-task code. With B's
+// offsets computed again (4440f95): complex64 128 registers, no spills; complex128 16 bytes.
 constexpr int kTileM = 64;        // the padded order
 constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
 constexpr int kTileColLanes = 8;  // column groups of a warp
