@@ -754,16 +754,6 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 }
 #endif
 
-// Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
-// as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
-// padded to the identity up to M, and
-// the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
-// needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
-// the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
-// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp
-// tasks), only the triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
-// synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
-// before waiting for them (the tile kernel loads its right-hand sides there).
 // A callback that does nothing (load_packed_triangle's default `issued`). A functor, not a lambda
 // converted to a function pointer: that conversion is a constexpr host function, which device code
 // may call only under nvcc's --expt-relaxed-constexpr (torch's extension build passes it; a bare
@@ -774,6 +764,16 @@ struct NoCallback {
   __device__ void operator()() const {}
 };
 
+// Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
+// as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
+// padded to the identity up to M, and
+// the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
+// needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
+// the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
+// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp
+// tasks), only the triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
+// synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
+// before waiting for them (the tile kernel loads its right-hand sides there).
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
           typename Barrier, typename Issued = NoCallback>
 __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
