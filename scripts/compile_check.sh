@@ -23,7 +23,9 @@ if command -v nvcc >/dev/null; then
     echo "nvcc sm_90: $f"
     nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" \
       -c "$f" -o "$tmp/$(basename "$f").o"
-    nvcc -std=c++17 -O3 -arch=sm_90 --expt-relaxed-constexpr -ptx "$f" -o "$tmp/ptx-relaxed/$(basename "${f%.cu}").ptx"
+    # (the same NVVM options as above: --split-compile=0 alone changes the PTX)
+    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 --expt-relaxed-constexpr -ptx "$f" \
+      -o "$tmp/ptx-relaxed/$(basename "${f%.cu}").ptx"
   done
   "$PY" scripts/ptx_entries_check.py --relaxed "$tmp/ptx-relaxed" "$tmp"/ptx/*.ptx
   cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
