@@ -21,27 +21,49 @@
 #ifndef PROBE_TILES
 #define PROBE_TILES 0
 #endif
+#ifndef PROBE_MMA
+#define PROBE_MMA 0
+#endif
 #include <cstdio>
 #include <vector>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <type_traits>
 using namespace hsma;
+#if PROBE_MMA  // (launch_small_solve's pipeline, in small_pipeline.cu: never asked for here)
+hsmaError_t hsma::launch_small_pipeline(const SolveProblem<complex<double>>&, hsmaStream_t) { return hsmaError_t(1); }
+#endif
 // Uniform in [-sqrt(3), sqrt(3)) (unit variance) from a 64-bit xorshift: fast enough that a
 // batch of 4096 64x128 systems is generated in well under a second.
 inline double unif(uint64_t& g) {
   g ^= g << 13; g ^= g >> 7; g ^= g << 17;
   return (double(g >> 11) * 0x1.0p-53 * 2 - 1) * 1.7320508075688772;
 }
+template <typename T> constexpr bool kReal = std::is_arithmetic_v<T>;
+template <typename T> T make(double re, double im) {
+  if constexpr (kReal<T>) return T(re);
+  else if constexpr (sizeof(T) == 8) return T(float(re), float(im));
+  else return T(re, im);
+}
+template <typename T> double re_of(T v) { if constexpr (kReal<T>) return v; else return v.re; }
+template <typename T> double im_of(T v) { if constexpr (kReal<T>) return 0; else return v.im; }
 template <typename T> T rnd(uint64_t& g) {
   const double re = unif(g), im = unif(g);
-  if constexpr (sizeof(T) == 8) return T(float(re), float(im));
-  else return T(re, im);
+  return make<T>(re, im);
 }
 // PROBE_TILES: threads per block of the tile kernel (0: the launcher's choice; 64, 128, 256 with
 // as many column tiles as that leaves).
 static int g_tile_threads = 0;
 // PROBE_TILES: the tile kernel's steps per loop iteration (0: the launcher's choice; 1, 2, 4).
 static int g_tile_steps = 0;
+// PROBE_MMA: the kernel (g_kernel: the launcher's choice, launch_mma at 64 padded rows, or
+// launch_tiles), the tensor-core kernel's fold (-1 the launcher's, 0, 1), A broadcast over the
+// batch (stride 0).
+enum class Probe { kAuto, kMma, kTiles };
+static Probe g_kernel = Probe::kAuto;
+static int g_mma_fold = -1, g_mma_warps = 0;
+static bool g_a_broadcast = false;
 #if PROBE_TILES
 template <typename T>
 hsmaError_t launch_tiles_with(const SolveProblem<T>& p, const DeviceInfo& dev) {
@@ -63,10 +85,8 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   for (int64_t b = 0; b < batch; ++b)
     for (int i = 0; i < m; ++i)
       for (int k = 0; k < m; ++k) {
-        T v = rnd<T>(g); using R = decltype(v.re);
-        v.re /= R(std::sqrt(double(m))); v.im /= R(std::sqrt(double(m)));
-        if (i == k) v.re += R(2);
-        L[(b * m + i) * m + k] = k <= i ? v : T(NAN, NAN);
+        const double re = unif(g) / std::sqrt(double(m)) + (i == k ? 2 : 0), im = unif(g) / std::sqrt(double(m));
+        L[(b * m + i) * m + k] = k <= i ? make<T>(re, im) : make<T>(NAN, NAN);
       }
   for (auto& v : B) v = rnd<T>(g);
   T *dL, *dB, *dX;
@@ -76,13 +96,21 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   SolveProblem<T> p; p.m = m; p.n = n; p.batch = batch; p.L = dL; p.l = {m, 1}; p.B = dB; p.b = {n, 1}; p.X = dX; p.x = {n, 1};
   p.bl.ndim = 1; p.bl.size[0] = batch; p.bl.stride[0][0] = int64_t(m) * m; p.bl.stride[1][0] = int64_t(m) * n; p.bl.stride[2][0] = int64_t(m) * n;
   p.unit = unit;
+  if (g_a_broadcast) p.bl.stride[0][0] = 0;
+  p.mma_fold = g_mma_fold;
+  p.mma_warps = g_mma_warps;
   if (g_tile_steps) {
     p.kernel = SmallKernel::kTiles;
     p.segment_steps = g_tile_steps;
   }
   const DeviceInfo dev = current_device_info();
   auto launch = [&] {
-#if PROBE_TILES
+#if PROBE_MMA
+    if (g_kernel == Probe::kAuto) return launch_small_solve<T>(p, 0);
+    if constexpr (!kReal<T>)
+      if (g_kernel == Probe::kTiles) return launch_tiles<T>(p, dev, 0);
+    return launch_mma<T, 64>(p, dev, 0);
+#elif PROBE_TILES
     return launch_tiles_with<T>(p, dev);
 #elif PROBE_COLUMNS
     return launch_columns<T, M>(p, dev, 0);
@@ -107,11 +135,12 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
       for (int j = 0; j < n; ++j) {
         double re = 0, im = 0;
         for (int k = 0; k <= i; ++k) {
-          T l = (unit && k == i) ? T(1, 0) : L[(b * m + i) * m + k]; T x = X[(b * m + k) * n + j];
-          re += double(l.re) * x.re - double(l.im) * x.im; im += double(l.re) * x.im + double(l.im) * x.re;
+          T l = (unit && k == i) ? make<T>(1, 0) : L[((g_a_broadcast ? 0 : b) * m + i) * m + k]; T x = X[(b * m + k) * n + j];
+          re += re_of(l) * re_of(x) - im_of(l) * im_of(x); im += re_of(l) * im_of(x) + im_of(l) * re_of(x);
         }
         T bb = B[(b * m + i) * n + j];
-        num += (re - bb.re) * (re - bb.re) + (im - bb.im) * (im - bb.im); den += double(bb.re) * bb.re + double(bb.im) * bb.im;
+        num += (re - re_of(bb)) * (re - re_of(bb)) + (im - im_of(bb)) * (im - im_of(bb));
+        den += re_of(bb) * re_of(bb) + im_of(bb) * im_of(bb);
       }
   printf("%-48s mean %8.2f us  min %8.2f us  resid %.2e  err %s\n", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
          cudaGetErrorString(cudaGetLastError()));
@@ -122,7 +151,38 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
 #endif
 int main() {
   cudaFree(0);
-#if PROBE_TILES
+#if PROBE_MMA
+  // complex128 where the tensor-core and tile kernels compete, float64 where the tensor-core and
+  // column kernels do: the launcher's choice, each kernel forced, and the fold forced.
+  struct Case { int m, n; bool unit, broadcast; };
+  auto label = [](const char* kind, const Case& c, int fold) {
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s %-5s fold=%-2d b=4096 %dx%d n=%d%s%s", VARIANT, kind, fold, c.m, c.m, c.n,
+             c.unit ? " unit" : "", c.broadcast ? " A broadcast" : "");
+    return buf;
+  };
+  auto sweep = [&](auto tag, const Case& c, std::initializer_list<Probe> kernels) {
+    using T = decltype(tag);
+    g_a_broadcast = c.broadcast;
+    for (Probe k : kernels) {
+      g_kernel = k;
+      const char* kind = k == Probe::kAuto ? "auto" : k == Probe::kMma ? "mma" : "tiles";
+      if (c.m > 32) run<T, 64>(label(kind, c, -1), 4096, c.m, c.n, c.unit);
+    }
+    g_kernel = Probe::kMma;
+    g_mma_fold = 1;
+    run<T, 64>(label("mma", c, 1), 4096, c.m, c.n, c.unit);
+    g_mma_fold = -1;
+    g_a_broadcast = false;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (Case c : {Case{64, 64, false, false}, Case{64, 128, true, false}, Case{64, 48, false, false},
+                   Case{56, 64, false, false}, Case{48, 48, false, false}, Case{64, 64, false, true}})
+      sweep(complex<double>(), c, {Probe::kAuto, Probe::kMma, Probe::kTiles});
+    for (Case c : {Case{64, 64, false, false}, Case{64, 128, true, false}, Case{64, 64, false, true}})
+      sweep(double(), c, {Probe::kAuto, Probe::kMma});
+  }
+#elif PROBE_TILES
   // Batch 4096 of the tile kernel's shapes, at the launcher's steps and block size, at other steps
   // and at smaller blocks (more column tiles per matrix, each block staging the whole triangle).
   for (int round = 0; round < 2; ++round) {

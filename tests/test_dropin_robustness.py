@@ -135,17 +135,22 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
 
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("dtype,kernel", [(torch.complex64, "auto"), (torch.complex128, "tiles"),
+                                          (torch.complex128, "auto")], ids=["complex64", "complex128-tiles", "complex128"])
 @pytest.mark.parametrize("pattern", ["sub", "huge"])
 @pytest.mark.parametrize("max_blocks", [None, "3"], ids=["block-per-task", "grid3"])
-def test_extreme_pivots_in_tile_batches(device, dtype, pattern, max_blocks, monkeypatch):
-    """A large complex batch of 64x64 triangles with 100 columns each, which the launcher gives the
-    tile kernel (complex64: one column tile of eight warps, seven with columns, the seventh partly
-    past n; complex128: two tiles), every other matrix with pivots whose reciprocals would not do: those tasks leave
-    the register tiles for one serial column per lane (substitute_column_exact) in the same launch
-    as the ordinary ones. Each entry against its extended-precision substitution. With the grid
-    capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), each block alternates between the two kinds of
-    task, clearing and setting the shared flag that tells them apart once per task."""
+def test_extreme_pivots_in_tile_batches(device, dtype, kernel, pattern, max_blocks, monkeypatch):
+    """A large complex batch of 64x64 triangles with 100 columns each, in the tile kernel (complex64
+    by the launcher's choice: one column tile of eight warps, seven with columns, the seventh partly
+    past n; complex128 forced: two tiles) or the launcher's tensor-core kernel (complex128 on sm_80+:
+    four tiles of 32 columns, the fourth partly past n, folding each A's inverses), every other
+    matrix with pivots whose reciprocals would not do: those tasks leave the register tiles for one
+    serial column per lane (substitute_column_exact), or substitute with divisions instead of
+    folding, in the same launch as the ordinary ones. Each entry against its extended-precision
+    substitution. With the grid capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), each block alternates
+    between the two kinds of task, clearing and setting the shared flag that tells them apart once
+    per task."""
+    set_small_kernel(monkeypatch, kernel)
     if max_blocks is not None:
         monkeypatch.setenv("HSMA_TRSM_MAX_BLOCKS", max_blocks)
     k, n = 64, 100

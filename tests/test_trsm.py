@@ -652,15 +652,15 @@ def test_small_batches_of_vectors(device, dtype, k, n, gen):
 
 
 # Large batches of 49-64 rows with many columns: the launcher's choice among the tensor-core
-# kernel (complex128 on sm_80+ with A broadcast or more than 128 columns per matrix), the tile
-# kernel (complex64 with 64 or more columns per matrix; complex128 with A batched and 48-128
-# columns, or before sm_80) and the others, at orders and widths around those edges, A batched or
-# broadcast, B strided; of 17-32 rows, whose columns the column kernel splits in halves of 16 rows
-# in such batches (complex64 on CUDA); for real types the column kernel with one task of 64 or more
-# columns per block, and float64's split kernel (packed triangle, capped registers, row-major L; a
-# transposed L takes the column-major form); complex128 of 33-48 rows: the tile kernel with A
-# batched and 48-128 columns (41 rows, 70 columns: a second tile of 6 columns), two columns per
-# 8-lane segment otherwise (41 rows, 45 columns: a segment's second column past the last).
+# kernel (complex128 on sm_80+; float64 with A broadcast), the tile kernel (complex64 with 64 or
+# more columns per matrix; complex128 before sm_80) and the others, at orders and widths around
+# those edges, A batched or broadcast, B strided; of 17-32 rows, whose columns the column kernel
+# splits in halves of 16 rows in such batches (complex64 on CUDA); for real types the column kernel
+# with one task of 64 or more columns per block, and float64's split kernel (packed triangle, capped
+# registers, row-major L; a transposed L takes the column-major form); complex128 of 33-48 rows:
+# the tensor-core kernel (the tile kernel before sm_80) with A batched and 48-128 columns (41 rows,
+# 70 columns: a third tile of 6 columns), two columns per 8-lane segment otherwise (41 rows, 45
+# columns: a segment's second column past the last).
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,n,a_batched", [(64, 64, False), (57, 65, False), (49, 128, True), (64, 130, True),

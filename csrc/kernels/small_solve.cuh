@@ -1472,19 +1472,47 @@ __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b)
 #endif
 }
 
-// acc += a b and acc -= a b on the tensor cores, a and b one lane's operands (a: A, b: B).
-__device__ __forceinline__ void mma_add(double (&acc)[2], double a, double b) { dmma(acc[0], acc[1], a, b); }
-__device__ __forceinline__ void mma_add(complex<double> (&acc)[2], complex<double> a, complex<double> b) {
-  dmma(acc[0].re, acc[1].re, a.re, b.re);  // re += a.re b.re - a.im b.im
-  dmma(acc[0].re, acc[1].re, a.im, -b.im);
-  dmma(acc[0].im, acc[1].im, a.re, b.im);  // im += a.re b.im + a.im b.re
-  dmma(acc[0].im, acc[1].im, a.im, b.re);
-}
-__device__ __forceinline__ void mma_subtract(double (&acc)[2], double a, double b) { dmma(acc[0], acc[1], a, -b); }
-__device__ __forceinline__ void mma_subtract(complex<double> (&acc)[2], complex<double> a, complex<double> b) {
-  mma_add(acc, a, complex<double>(-b.re, -b.im));
+// D0 += A0 B and, with kPair, D1 += A1 B (two row blocks, one B), each as dmma. A pair is one
+// m16n8k4 FP64 product where the GPU has it (sm_90+): its rows 0-7 are A0's and D0's, rows 8-15
+// A1's and D1's, each in m8n8k4's lane layout, so it is the same two products. On the H200 m16n8k4
+// runs at twice m8n8k4's rate: 66 against 33 TFLOP/s, the FP64 vector rate (8 independent
+// products per warp, 4-16 warps per block, two blocks per multiprocessor; m16n8k8 and m16n8k16
+// 66 as well).
+template <bool kPair>
+__device__ __forceinline__ void dmma_rows(double& d00, double& d01, double& d10, double& d11, double a0, double a1,
+                                          double b) {
+  if constexpr (kPair) {
+#if !HSMA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HSMA_EMULATE_DMMA)
+    asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+        : "+d"(d00), "+d"(d01), "+d"(d10), "+d"(d11)
+        : "d"(a0), "d"(a1), "d"(b));
+#else
+    dmma(d00, d01, a0, b);
+    dmma(d10, d11, a1, b);
+#endif
+  } else {
+    dmma(d00, d01, a0, b);
+  }
 }
 
+// acc0 += a0 b and, with kPair, acc1 += a1 b on the tensor cores, a0, a1 and b one lane's operands
+// (a: A, b: B). Complex products are four real ones.
+template <bool kPair>
+__device__ __forceinline__ void mma_add(double (&acc0)[2], double (&acc1)[2], double a0, double a1, double b) {
+  dmma_rows<kPair>(acc0[0], acc0[1], acc1[0], acc1[1], a0, a1, b);
+}
+template <bool kPair>
+__device__ __forceinline__ void mma_add(complex<double> (&acc0)[2], complex<double> (&acc1)[2], complex<double> a0,
+                                        complex<double> a1, complex<double> b) {
+  dmma_rows<kPair>(acc0[0].re, acc0[1].re, acc1[0].re, acc1[1].re, a0.re, a1.re, b.re);  // re += a.re b.re - a.im b.im
+  dmma_rows<kPair>(acc0[0].re, acc0[1].re, acc1[0].re, acc1[1].re, a0.im, a1.im, -b.im);
+  dmma_rows<kPair>(acc0[0].im, acc0[1].im, acc1[0].im, acc1[1].im, a0.re, a1.re, b.im);  // im += a.re b.im + a.im b.re
+  dmma_rows<kPair>(acc0[0].im, acc0[1].im, acc1[0].im, acc1[1].im, a0.im, a1.im, b.re);
+}
+template <typename T> __device__ __forceinline__ void mma_add(T (&acc)[2], T a, T b) { mma_add<false>(acc, acc, a, a, b); }
+
+__device__ __forceinline__ double negated(double v) { return -v; }
+__device__ __forceinline__ complex<double> negated(complex<double> v) { return {-v.re, -v.im}; }
 __device__ __forceinline__ bool is_finite(double v) { return isfinite(v); }
 __device__ __forceinline__ bool is_finite(complex<double> v) { return isfinite(v.re) && isfinite(v.im); }
 
@@ -1551,6 +1579,11 @@ __device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q
 //     with r = acc(kb) (its right-hand sides minus the earlier blocks' contributions) as B operands,
 //     X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, all on the tensor
 //     cores.
+// The blocks below are updated two at a time (dmma_rows; H200, batch 4096 of 64x64 complex128,
+// kernel time in scripts/small_kernel_probe.cu: folding 284-285 us against 381-382 one at a time,
+// 128 unit columns 448-449 against 598-601, A broadcast 193 against 241-244, substituting 412-414
+// against 421-422). Pairing X(kb) with acc(kb + 1) too took 289-291 us (A broadcast 187); pairing
+// the fold's W too (mma_fold_inverses), 168 registers with 208 bytes spilled and 359 us.
 template <typename T, int M, bool kInverses, bool kExact = false, bool kUnit = false>
 __device__ __forceinline__ void mma_solve_blocks(T (&acc)[M / 8][2], const T* Ls, const T* Ps, int lane,
                                                  const SolveProblem<T>& p, T* X, int64_t jl) {
@@ -1563,11 +1596,21 @@ __device__ __forceinline__ void mma_solve_blocks(T (&acc)[M / 8][2], const T* Ls
     for (int h = 0; h < 2; ++h)
       if (row < m && jl + h < p.n) X[row * p.x.row + (jl + h) * p.x.col] = x[h];
   };
-  auto update_below = [&](const T(&b)[2], int kb) {  // innermost the row blocks: independent products
+  // acc(rb) -= Ls(rb, kb) b for the row blocks rb > kb, two at a time (dmma_rows); innermost the row
+  // blocks: independent products.
+  auto update_below = [&](const T(&b)[2], int kb) {
 #pragma unroll
-    for (int s = 0; s < 2; ++s)
+    for (int s = 0; s < 2; ++s) {
+      const T nb = negated(b[s]);
 #pragma unroll
-      for (int rb = kb + 1; rb < kRB; ++rb) mma_subtract(acc[rb], Ls[Layout::block(rb, kb) + s * 32 + lane], b[s]);
+      for (int rb = kb + 1; rb < kRB; rb += 2) {
+        const T* a = Ls + Layout::block(rb, kb) + s * 32 + lane;
+        if (rb + 1 < kRB)
+          mma_add<true>(acc[rb], acc[rb + 1], a[0], a[Layout::block(rb + 1, kb) - Layout::block(rb, kb)], nb);
+        else
+          mma_add(acc[rb], a[0], nb);
+      }
+    }
   };
 #pragma unroll
   for (int kb = 0; kb < kRB; ++kb) {
@@ -1865,40 +1908,38 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
   // columns or more per matrix; complex128 of 33-64 rows with A batched and 48-128 columns per
-  // matrix (at 49-64 rows before the tensor-core kernel: tiles_before_mma), and of 49-64 rows with
-  // 48 or more columns wherever the tensor-core kernel is not taken (before sm_80, or with
-  // HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
+  // matrix, and of 49-64 rows with 48 or more columns, wherever the tensor-core kernel is not
+  // taken (below: before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
   // time (profile_cases_..._exact-split.csv): complex64 at 64x64 204 us against 332 for the 8-lane
   // segment kernel, 128 unit columns 352 vs 566, A broadcast 199 vs 330; not at 48 rows, where the
-  // column kernel won (143 vs 195 us); complex128 at 64x64 321 us against 380 for the tensor-core
-  // kernel, 128 unit columns 572 vs 592, at 48x48 306 against 356 for the 8-lane segments of 48
-  // rows and 346 for the tensor-core kernel; the tensor-core kernel keeps A broadcast (244 vs 319)
-  // and more than 128 columns per matrix (not measured: the tile kernel's lead shrank from 64 to
-  // 128 columns). Both kernels pad (the tile kernel to 64 rows, the segments to 48), so their
-  // times are taken to be flat over 33-48 rows, where only 48 was measured; widths of 48-63 columns
-  // were measured at 48 rows only. Kept off AMD, where it was not measured.
+  // column kernel won (143 vs 195 us); complex128 at 48x48 306 against 356 for the 8-lane segments
+  // of 48 rows. Both kernels pad (the tile kernel to 64 rows, the segments to 48), so their times
+  // are taken to be flat over 33-48 rows, where only 48 was measured; widths of 48-63 columns were
+  // measured at 48 rows only. Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex &&
                              (kComplex64 ? p.m > 48 && p.n >= 64
                                          : p.m > 32 && p.n >= 48 && (p.m > 48 || (p.n <= 128 && !shares_a(p)))) &&
                              p.segment_lanes == 0 &&
                              p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
-  [[maybe_unused]] const bool tiles_before_mma =
-      tiles_wanted && p.kernel == SmallKernel::kAuto && p.n <= 128 && !shares_a(p);  // (complex128)
   if constexpr (!HSMA_HIP && (std::is_same_v<T, double> || std::is_same_v<T, complex<double>>)) {
-    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma), for complex128 solves of
-    // 49-64 rows with many columns in all (batches; one wide B), where it beat the 8-lane segment
-    // and tile kernels on the H200 (small_solve_mma_kernel) except for A batched with 48-128
-    // columns per matrix (the tile kernel, above), and for float64 ones of 49-64 rows
-    // with one A for every task and 64 columns or more per matrix (shares_a: A broadcast, batch
-    // 4096 of 64x64 103 vs 130 us for the column kernel; a single 64x4096 solve 7.8 vs 10.7 us;
-    // narrower B were not measured). Not for float64 with A batched (batch
-    // 4096 of 64x64: 153 vs 133 us with inverses, 172 vs 133 substituting) or complex128 at 32
-    // rows (196 vs 130 us).
+    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma); for complex128 solves of
+    // 49-64 rows with many columns in all (batches; one wide B), and of 33-48 rows where the tile
+    // kernel would be taken (large batches, A batched, 48-128 columns per matrix; the tensor-core
+    // kernel pads them to 64 rows); for float64 ones of 49-64 rows with one A for every task and
+    // 64 columns or more per matrix (shares_a). H200, batch 4096, kernel time of each kernel
+    // forced (scripts/small_kernel_probe.cu, probe_mma_nvidia-h200_2026-12-02.txt): complex128
+    // 64x64 284 us against 303 for the tile kernel, 128 unit columns 449 vs 540, 48 columns 275
+    // vs 299, 56x56 280 vs 297, 48x48 268-270 vs 287, A broadcast 193-194 vs 300; float64 A
+    // broadcast 105-107 us (the column kernel took 130 in an earlier profile); a single 64x4096
+    // float64 solve 7.8 vs 10.7 us (earlier; narrower B were not measured). Not for float64 with A
+    // batched (64x64 149-150 us folding, 171 substituting, against 122-123 for the column kernel;
+    // 128 unit columns 240 vs 213) or complex128 at 32 rows (196 vs 130 us, earlier).
     const bool mma_wanted = p.kernel == SmallKernel::kMma ||
-                            (p.kernel == SmallKernel::kAuto && p.m > 48 && !few_columns && p.segment_lanes == 0 &&
-                             p.column_rows == 0 && !tiles_before_mma &&
-                             (std::is_same_v<T, complex<double>> || (p.n >= 64 && shares_a(p))));
+                            (p.kernel == SmallKernel::kAuto && !few_columns && p.segment_lanes == 0 &&
+                             p.column_rows == 0 &&
+                             (std::is_same_v<T, complex<double>> ? p.m > 48 || (tiles_wanted && p.m > 32)
+                                                                 : p.m > 48 && p.n >= 64 && shares_a(p)));
     if (mma_wanted && mma_supported(dev)) {
       if (p.m <= 32) return launch_mma<T, 32>(p, dev, stream);
       return launch_mma<T, 64>(p, dev, stream);
