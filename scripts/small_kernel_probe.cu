@@ -2,7 +2,8 @@
 // benchmark): CUDA events around each launch after 5 warm-up ones, and the residual
 // ||L X - B|| / ||B|| of the first 8 entries. Built on a machine without a GPU and run on one, to
 // compare builds of different revisions of the header:
-//     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1] [-DNEWAPI_ON=1] [-DVARIANT='"name"']
+//     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1 | -DPROBE_TILES=1 | -DPROBE_MMA=1] [-DNEWAPI_ON=1]
+//          [-DVARIANT='"name"']
 //          -I<dir with small_solve.cuh, portable.cuh, trsm_problem.h> scripts/small_kernel_probe.cu -o probe
 // Default: the 8-lane segment kernels, batch 4096 of 64x64 complex64 (n = 64, and 128 unit
 // columns) and of 48x48 complex128, 30 launches each; NEWAPI_ON=1 calls launch_narrow_segments
@@ -11,7 +12,11 @@
 // complex128, 50 launches, three rounds. PROBE_TILES=1: the tile kernel (launch_tiles, or
 // launch_tiles_as at another block size), batch 4096 of 64x64 and 48x48 complex128 (also at 1 and
 // 2 steps per loop iteration) and of 64x64 complex64 (64 columns, 128 unit columns; also in blocks
-// of 128 threads), two rounds. The headers need no extra flags (not --expt-relaxed-constexpr,
+// of 128 threads), two rounds. PROBE_MMA=1: batch 4096 of complex128 (64x64 with 64, 48 and 128
+// unit columns, 56x56, 48x48, A broadcast) and float64 (64x64, 128 unit columns, A broadcast)
+// through the launcher (launch_small_solve), the tensor-core kernel forced (launch_mma at 64
+// padded rows; also with its fold forced) and, for complex128, the tile kernel; two rounds (the
+// pipeline kernel is stubbed out: its source is not built in). The headers need no extra flags (not --expt-relaxed-constexpr,
 // which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
 // second). benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
@@ -60,8 +65,10 @@ static int g_tile_steps = 0;
 // PROBE_MMA: the kernel (g_kernel: the launcher's choice, launch_mma at 64 padded rows, or
 // launch_tiles), the tensor-core kernel's fold (-1 the launcher's, 0, 1), A broadcast over the
 // batch (stride 0).
+#if PROBE_MMA
 enum class Probe { kAuto, kMma, kTiles };
 static Probe g_kernel = Probe::kAuto;
+#endif
 static int g_mma_fold = -1, g_mma_warps = 0;
 static bool g_a_broadcast = false;
 #if PROBE_TILES
@@ -155,23 +162,24 @@ int main() {
   // complex128 where the tensor-core and tile kernels compete, float64 where the tensor-core and
   // column kernels do: the launcher's choice, each kernel forced, and the fold forced.
   struct Case { int m, n; bool unit, broadcast; };
-  auto label = [](const char* kind, const Case& c, int fold) {
+  auto label = [](const char* type, const char* kind, const Case& c, int fold) {
     static char buf[128];
-    snprintf(buf, sizeof buf, "%s %-5s fold=%-2d b=4096 %dx%d n=%d%s%s", VARIANT, kind, fold, c.m, c.m, c.n,
+    snprintf(buf, sizeof buf, "%s %s %-5s fold=%-2d b=4096 %dx%d n=%d%s%s", VARIANT, type, kind, fold, c.m, c.m, c.n,
              c.unit ? " unit" : "", c.broadcast ? " A broadcast" : "");
     return buf;
   };
   auto sweep = [&](auto tag, const Case& c, std::initializer_list<Probe> kernels) {
     using T = decltype(tag);
+    const char* type = kReal<T> ? "f64" : "c128";
     g_a_broadcast = c.broadcast;
     for (Probe k : kernels) {
       g_kernel = k;
       const char* kind = k == Probe::kAuto ? "auto" : k == Probe::kMma ? "mma" : "tiles";
-      if (c.m > 32) run<T, 64>(label(kind, c, -1), 4096, c.m, c.n, c.unit);
+      run<T, 64>(label(type, kind, c, -1), 4096, c.m, c.n, c.unit);
     }
     g_kernel = Probe::kMma;
     g_mma_fold = 1;
-    run<T, 64>(label("mma", c, 1), 4096, c.m, c.n, c.unit);
+    run<T, 64>(label(type, "mma", c, 1), 4096, c.m, c.n, c.unit);
     g_mma_fold = -1;
     g_a_broadcast = false;
   };

@@ -1,8 +1,9 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
 // whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (two more are
 // described at their definitions: the tensor-core kernel, for complex128 batches of 49-64 rows on
-// sm_80+, and the register-tiled tile kernel, for complex64 batches of 49-64 rows with 64 or more
-// columns per matrix and some complex128 ones; see launch_small_solve):
+// sm_80+ (and of 33-48 rows in large batches), and the register-tiled tile kernel, for complex64
+// batches of 49-64 rows with 64 or more columns per matrix and complex128 ones before sm_80; see
+// launch_small_solve):
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
 //    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
@@ -26,8 +27,8 @@
 //
 // 2. Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
 //    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
-//    beyond 48 rows complex128 takes the tensor-core kernel instead on sm_80+, and both take the
-//    tile kernel in large batches of 64 or more columns per matrix as launch_small_solve says):
+//    beyond 48 rows complex128 takes the tensor-core kernel instead on sm_80+, and large batches
+//    take the tile kernel or the tensor-core kernel as launch_small_solve says):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored column by column in shared memory (SegmentLayout), padded to
