@@ -340,7 +340,7 @@ SWEEP = [
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
     pytest.param(45, (40,), 64, True, True, "T", False, torch.complex128, {}, id="small-narrow-segments-48-c128"),
     pytest.param(41, (600,), 70, True, False, "N", False, torch.complex128, {},
-                 id="small-narrow-segments-48-c128-two-columns"),
+                 id="small-mma-41-c128-batch"),  # (the tile kernel before 8c7e52d; below sm_90 still)
     pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
                  "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
     pytest.param(61, (), 11, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments"},

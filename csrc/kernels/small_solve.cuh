@@ -1,8 +1,9 @@
 // Small-scale direct solve (the HSMA-TRSM paper's small regime, m <= 64): L X = alpha B with the
 // whole triangle of L in shared memory. Kernels of one family, chosen by the launcher (two more are
 // described at their definitions: the tensor-core kernel, for complex128 batches of 49-64 rows on
-// sm_80+ (and of 33-48 rows in large batches), and the register-tiled tile kernel, for complex64
-// batches of 49-64 rows with 64 or more columns per matrix and complex128 ones before sm_80; see
+// sm_80+ (and on sm_90+ of 33-48 rows in large batches with A batched and 48-128 columns per
+// matrix), and the register-tiled tile kernel, for complex64 batches of 49-64 rows with 64 or more
+// columns per matrix and complex128 ones that the tensor-core kernel does not take; see
 // launch_small_solve):
 //
 // 1. Column kernel (a column of X per thread, in registers), for batches and wide B when
@@ -1406,7 +1407,8 @@ hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaSt
 
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
 // right-looking substitution over 8-row blocks whose updates run on the FP64 tensor cores
-// (mma.sync m8n8k4), so that an element of L read from shared memory serves 8 columns at once.
+// (mma.sync m8n8k4; on sm_90 two row blocks per m16n8k4 product, dmma_rows), so that an element
+// of L read from shared memory serves 8 columns at once.
 // The 8-lane segment kernel reads one element per column and multiply-add: at batch 4096 of 64x64
 // its L1 data pipe was 85% (complex64) and 89% (complex128) busy (H200, Nsight Compute).
 //   - A block of kWarps warps takes one (batch entry, column tile) task at a time (grid-stride
@@ -1477,8 +1479,8 @@ __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b)
 // m16n8k4 FP64 product where the GPU has it (sm_90+): its rows 0-7 are A0's and D0's, rows 8-15
 // A1's and D1's, each in m8n8k4's lane layout, so it is the same two products. On the H200 m16n8k4
 // runs at twice m8n8k4's rate: 66 against 33 TFLOP/s, the FP64 vector rate (8 independent
-// products per warp, 4-16 warps per block, two blocks per multiprocessor; m16n8k8 and m16n8k16
-// 66 as well).
+// products per warp, 4 and 8 warps per block (the 16-warp launch of m16n8k4 failed; m8n8k4 33 at
+// 16 too), two blocks per multiprocessor; m16n8k8 and m16n8k16 66 as well, at 4-16 warps).
 template <bool kPair>
 __device__ __forceinline__ void dmma_rows(double& d00, double& d01, double& d10, double& d11, double a0, double a1,
                                           double b) {
@@ -1582,7 +1584,7 @@ __device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q
 //     cores.
 // The blocks below are updated two at a time (dmma_rows; H200, batch 4096 of 64x64 complex128,
 // kernel time in scripts/small_kernel_probe.cu: folding 284-285 us against 381-382 one at a time,
-// 128 unit columns 448-449 against 598-601, A broadcast 193 against 241-244, substituting 412-414
+// 128 unit columns 448-452 against 598-601, A broadcast 193 against 241-244, substituting 413-415
 // against 421-422). Pairing X(kb) with acc(kb + 1) too took 289-291 us (A broadcast 187); pairing
 // the fold's W too (mma_fold_inverses), 168 registers with 208 bytes spilled and 359 us.
 template <typename T, int M, bool kInverses, bool kExact = false, bool kUnit = false>
@@ -1766,6 +1768,9 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
 
 // The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
 inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
+// Whether its code on this GPU pairs the row blocks' products (dmma_rows: m16n8k4, compiled where
+// the code is for a virtual architecture of 9.0 or newer, which kernels_wait asks).
+inline bool mma_pairs(const DeviceInfo& dev) { return mma_supported(dev) && dev.cc_major >= 9 && kernels_wait(dev); }
 
 // Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (H200,
 // batches of 4096 64x64: 421 vs 444 us, 128 unit columns 764 vs 874, A broadcast 240 vs 284:
@@ -1889,7 +1894,7 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // column kernel, with its triangles staged by cp.async, won: batch 10000 of 32x32 complex64
   // 105 vs 155 us, complex128 162 vs 276; at 48 rows, batch 4096 of 48x48 complex64 147 vs 192
   // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Large complex
-  // batches take the tile kernel instead where it won (below).
+  // batches take the tile kernel or the tensor-core kernel instead where they won (below).
   // Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a
   // batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
@@ -1910,7 +1915,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
   // columns or more per matrix; complex128 of 33-64 rows with A batched and 48-128 columns per
   // matrix, and of 49-64 rows with 48 or more columns, wherever the tensor-core kernel is not
-  // taken (below: before sm_80, or with HSMA_TRSM_COLUMN_ROWS set). H200, batch 4096, kernel
+  // taken (below: before sm_80, with HSMA_TRSM_COLUMN_ROWS set, and for A batched with 48-128
+  // columns per matrix where its products do not go in pairs: mma_pairs). H200, batch 4096, kernel
   // time (profile_cases_..._exact-split.csv): complex64 at 64x64 204 us against 332 for the 8-lane
   // segment kernel, 128 unit columns 352 vs 566, A broadcast 199 vs 330; not at 48 rows, where the
   // column kernel won (143 vs 195 us); complex128 at 48x48 306 against 356 for the 8-lane segments
@@ -1927,7 +1933,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma); for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), and of 33-48 rows where the tile
     // kernel would be taken (large batches, A batched, 48-128 columns per matrix; the tensor-core
-    // kernel pads them to 64 rows); for float64 ones of 49-64 rows with one A for every task and
+    // kernel pads them to 64 rows), where its row-block products go in pairs (mma_pairs; without
+    // them the tile kernel keeps those batches, as it did on the H200 before 8c7e52d: 64x64 321
+    // against 380 us, 48x48 306 vs 346, 128 unit columns 572 vs 592, profile_cases_..._exact-split.csv);
+    // for float64 ones of 49-64 rows with one A for every task and
     // 64 columns or more per matrix (shares_a). H200, batch 4096, kernel time of each kernel
     // forced (scripts/small_kernel_probe.cu, probe_mma_nvidia-h200_2026-12-02.txt): complex128
     // 64x64 284 us against 303 for the tile kernel, 128 unit columns 449 vs 540, 48 columns 275
@@ -1936,11 +1945,13 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // float64 solve 7.8 vs 10.7 us (earlier; narrower B were not measured). Not for float64 with A
     // batched (64x64 149-150 us folding, 171 substituting, against 122-123 for the column kernel;
     // 128 unit columns 240 vs 213) or complex128 at 32 rows (196 vs 130 us, earlier).
+    const bool tiles_first = tiles_wanted && p.n <= 128 && !shares_a(p) && !mma_pairs(dev);  // (complex128)
     const bool mma_wanted = p.kernel == SmallKernel::kMma ||
                             (p.kernel == SmallKernel::kAuto && !few_columns && p.segment_lanes == 0 &&
                              p.column_rows == 0 &&
-                             (std::is_same_v<T, complex<double>> ? p.m > 48 || (tiles_wanted && p.m > 32)
-                                                                 : p.m > 48 && p.n >= 64 && shares_a(p)));
+                             (std::is_same_v<T, complex<double>>
+                                  ? !tiles_first && (p.m > 48 || (tiles_wanted && p.m > 32))
+                                  : p.m > 48 && p.n >= 64 && shares_a(p)));
     if (mma_wanted && mma_supported(dev)) {
       if (p.m <= 32) return launch_mma<T, 32>(p, dev, stream);
       return launch_mma<T, 64>(p, dev, stream);
