@@ -2,7 +2,8 @@
 // benchmark): CUDA events around each launch after 5 warm-up ones, and the residual
 // ||L X - B|| / ||B|| of the first 8 entries. Built on a machine without a GPU and run on one, to
 // compare builds of different revisions of the header:
-//     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1 | -DPROBE_TILES=1 | -DPROBE_MMA=1] [-DNEWAPI_ON=1]
+//     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1 | -DPROBE_TILES=1 | -DPROBE_MMA=1 | -DPROBE_SINGLE=1]
+//          [-DNEWAPI_ON=1]
 //          [-DVARIANT='"name"']
 //          -I<dir with small_solve.cuh, portable.cuh, trsm_problem.h> scripts/small_kernel_probe.cu -o probe
 // Default: the 8-lane segment kernels, batch 4096 of 64x64 complex64 (n = 64, and 128 unit
@@ -16,8 +17,11 @@
 // unit columns, 56x56, 48x48, A broadcast) and float64 (64x64, 128 unit columns, A broadcast)
 // through the launcher (launch_small_solve), the tensor-core kernel forced (launch_mma at 64
 // padded rows; also with its fold forced) and, for complex128, the tile kernel; two rounds (the
-// pipeline kernel is stubbed out: its source is not built in). The headers need no extra flags (not --expt-relaxed-constexpr,
-// which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
+// pipeline kernel is stubbed out: its source is not built in). PROBE_SINGLE=1: single solves
+// (batch 1) of 64x64 complex128 (16, 64, 256 columns) and float64 (64 columns), the launcher's
+// choice against the tensor-core kernel forced (4 and 8 warps), three rounds, each case also timed
+// from a CUDA graph of 100 launches (GPU time per call, as the benchmark's GPU-only column). The
+// headers need no extra flags (not --expt-relaxed-constexpr, which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
 // second). benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
 #ifndef PROBE_COLUMNS
@@ -29,6 +33,14 @@
 #ifndef PROBE_MMA
 #define PROBE_MMA 0
 #endif
+#ifndef PROBE_SINGLE
+#define PROBE_SINGLE 0
+#endif
+#if PROBE_SINGLE
+#undef PROBE_MMA
+#define PROBE_MMA 1
+#endif
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 #include <cmath>
@@ -70,6 +82,7 @@ enum class Probe { kAuto, kMma, kTiles };
 static Probe g_kernel = Probe::kAuto;
 #endif
 static int g_mma_fold = -1, g_mma_warps = 0;
+static hsmaStream_t g_stream = 0;  // (a stream of its own for the graph timing of PROBE_SINGLE)
 static bool g_a_broadcast = false;
 #if PROBE_TILES
 template <typename T>
@@ -113,10 +126,10 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   const DeviceInfo dev = current_device_info();
   auto launch = [&] {
 #if PROBE_MMA
-    if (g_kernel == Probe::kAuto) return launch_small_solve<T>(p, 0);
+    if (g_kernel == Probe::kAuto) return launch_small_solve<T>(p, g_stream);
     if constexpr (!kReal<T>)
-      if (g_kernel == Probe::kTiles) return launch_tiles<T>(p, dev, 0);
-    return launch_mma<T, 64>(p, dev, 0);
+      if (g_kernel == Probe::kTiles) return launch_tiles<T>(p, dev, g_stream);
+    return launch_mma<T, 64>(p, dev, g_stream);
 #elif PROBE_TILES
     return launch_tiles_with<T>(p, dev);
 #elif PROBE_COLUMNS
@@ -134,10 +147,35 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
     cudaEventRecord(e0); launch(); cudaEventRecord(e1); cudaEventSynchronize(e1);
     float ms; cudaEventElapsedTime(&ms, e0, e1); total += ms; best = ms < best ? ms : best;
   }
+  float graph_us = 0;
+#if PROBE_SINGLE
+  {  // GPU time per call: 100 launches captured into one graph, the median of 20 replays
+    constexpr int kCalls = 100, kReplays = 20;
+    cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal);
+    for (int i = 0; i < kCalls; ++i) launch();
+    cudaStreamEndCapture(g_stream, &graph);
+    cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphLaunch(exec, g_stream);
+    cudaStreamSynchronize(g_stream);
+    std::vector<float> t(kReplays);
+    for (auto& v : t) {
+      cudaEventRecord(e0, g_stream); cudaGraphLaunch(exec, g_stream); cudaEventRecord(e1, g_stream);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&v, e0, e1);
+    }
+    std::sort(t.begin(), t.end());
+    graph_us = 1000 * t[kReplays / 2] / kCalls;
+    cudaGraphExecDestroy(exec); cudaGraphDestroy(graph); cudaStreamDestroy(g_stream);
+    g_stream = 0;
+  }
+#endif
   std::vector<T> X(B.size());
   cudaMemcpy(X.data(), dX, X.size() * sizeof(T), cudaMemcpyDeviceToHost);
   double num = 0, den = 0;  // residual of the first 8 entries: ||L X - B|| / ||B||
-  for (int64_t b = 0; b < 8; ++b)
+  for (int64_t b = 0; b < std::min<int64_t>(batch, 8); ++b)
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double re = 0, im = 0;
@@ -149,8 +187,10 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
         num += (re - re_of(bb)) * (re - re_of(bb)) + (im - im_of(bb)) * (im - im_of(bb));
         den += re_of(bb) * re_of(bb) + im_of(bb) * im_of(bb);
       }
-  printf("%-48s mean %8.2f us  min %8.2f us  resid %.2e  err %s\n", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
+  printf("%-48s mean %8.2f us  min %8.2f us  resid %.2e  err %s", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
          cudaGetErrorString(cudaGetLastError()));
+  if (graph_us > 0) printf("  graph %6.2f us", graph_us);
+  printf("\n");
   cudaFree(dL); cudaFree(dB); cudaFree(dX);
 }
 #ifndef VARIANT
@@ -158,7 +198,28 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
 #endif
 int main() {
   cudaFree(0);
-#if PROBE_MMA
+#if PROBE_SINGLE
+  // Single solves (batch 1) of complex128 and float64: the launcher's choice (warp-wide segments
+  // for these few columns), the tensor-core kernel forced (launch_mma at 64 padded rows: it folds,
+  // one A for every task; 4 and 8 warps), three rounds.
+  for (int round = 0; round < 3; ++round) {
+    auto single = [&](auto tag, int m, int n) {
+      using T = decltype(tag);
+      const char* type = kReal<T> ? "f64" : "c128";
+      char buf[128];
+      for (int variant = 0; variant < 3; ++variant) {
+        g_kernel = variant == 0 ? Probe::kAuto : Probe::kMma;
+        g_mma_warps = variant == 2 ? 8 : 0;
+        const char* kind[] = {"auto", "mma", "mma-8w"};
+        snprintf(buf, sizeof buf, "%s %s %-9s %dx%d n=%d", VARIANT, type, kind[variant], m, m, n);
+        run<T, 64>(buf, 1, m, n, false);
+      }
+      g_kernel = Probe::kAuto; g_mma_warps = 0;
+    };
+    for (int n : {16, 64, 256}) single(complex<double>(), 64, n);
+    for (int n : {64}) single(double(), 64, n);
+  }
+#elif PROBE_MMA
   // complex128 where the tensor-core and tile kernels compete, float64 where the tensor-core and
   // column kernels do: the launcher's choice, each kernel forced, and the fold forced.
   struct Case { int m, n; bool unit, broadcast; };
