@@ -19,9 +19,10 @@
 // padded rows; also with its fold forced) and, for complex128, the tile kernel; two rounds (the
 // pipeline kernel is stubbed out: its source is not built in). PROBE_SINGLE=1: single solves
 // (batch 1) of 64x64 complex128 (16, 64, 256 columns) and float64 (64 columns), the launcher's
-// choice against the tensor-core kernel forced (4 and 8 warps), three rounds, each case also timed
-// from a CUDA graph of 100 launches (GPU time per call, as the benchmark's GPU-only column). The
-// headers need no extra flags (not --expt-relaxed-constexpr, which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
+// choice against the tensor-core kernel forced (at its launcher's warps per block and at 8), three
+// rounds, each case also timed from a CUDA graph of 100 launches (GPU time per call, as the
+// benchmark's GPU-only column). The headers need no extra flags (not --expt-relaxed-constexpr,
+// which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
 // second). benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
 #ifndef PROBE_COLUMNS
@@ -82,7 +83,9 @@ enum class Probe { kAuto, kMma, kTiles };
 static Probe g_kernel = Probe::kAuto;
 #endif
 static int g_mma_fold = -1, g_mma_warps = 0;
+#if PROBE_MMA
 static hsmaStream_t g_stream = 0;  // (a stream of its own for the graph timing of PROBE_SINGLE)
+#endif
 static bool g_a_broadcast = false;
 #if PROBE_TILES
 template <typename T>
@@ -152,23 +155,24 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   {  // GPU time per call: 100 launches captured into one graph, the median of 20 replays
     constexpr int kCalls = 100, kReplays = 20;
     cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal);
-    for (int i = 0; i < kCalls; ++i) launch();
-    cudaStreamEndCapture(g_stream, &graph);
-    cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphLaunch(exec, g_stream);
-    cudaStreamSynchronize(g_stream);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool ok = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    for (int i = 0; ok && i < kCalls; ++i) ok = launch() == hsmaSuccess;
+    ok = cudaStreamEndCapture(g_stream, &graph) == cudaSuccess && ok;  // (ends a capture that failed, too)
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    ok = ok && cudaGraphLaunch(exec, g_stream) == cudaSuccess && cudaStreamSynchronize(g_stream) == cudaSuccess;
     std::vector<float> t(kReplays);
     for (auto& v : t) {
+      if (!ok) break;
       cudaEventRecord(e0, g_stream); cudaGraphLaunch(exec, g_stream); cudaEventRecord(e1, g_stream);
-      cudaEventSynchronize(e1);
-      cudaEventElapsedTime(&v, e0, e1);
+      ok = cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&v, e0, e1) == cudaSuccess;
     }
     std::sort(t.begin(), t.end());
-    graph_us = 1000 * t[kReplays / 2] / kCalls;
-    cudaGraphExecDestroy(exec); cudaGraphDestroy(graph); cudaStreamDestroy(g_stream);
+    graph_us = ok ? 1000 * t[kReplays / 2] / kCalls : -1;  // (-1: no graph time, see err)
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(g_stream);
     g_stream = 0;
   }
 #endif
@@ -190,6 +194,7 @@ void run(const char* name0, int64_t batch, int m, int n, bool unit) {
   printf("%-48s mean %8.2f us  min %8.2f us  resid %.2e  err %s", name, 1000 * total / reps, 1000 * best, std::sqrt(num / den),
          cudaGetErrorString(cudaGetLastError()));
   if (graph_us > 0) printf("  graph %6.2f us", graph_us);
+  if (graph_us < 0) printf("  graph failed");
   printf("\n");
   cudaFree(dL); cudaFree(dB); cudaFree(dX);
 }
@@ -201,7 +206,8 @@ int main() {
 #if PROBE_SINGLE
   // Single solves (batch 1) of complex128 and float64: the launcher's choice (warp-wide segments
   // for these few columns), the tensor-core kernel forced (launch_mma at 64 padded rows: it folds,
-  // one A for every task; 4 and 8 warps), three rounds.
+  // one A for every task) at the launcher's warps per block (complex128 4, float64 8) and at 8,
+  // three rounds.
   for (int round = 0; round < 3; ++round) {
     auto single = [&](auto tag, int m, int n) {
       using T = decltype(tag);
@@ -209,7 +215,7 @@ int main() {
       char buf[128];
       for (int variant = 0; variant < 3; ++variant) {
         g_kernel = variant == 0 ? Probe::kAuto : Probe::kMma;
-        g_mma_warps = variant == 2 ? 8 : 0;
+        g_mma_warps = variant == 2 ? 8 : 0;  // (variant 1: the launcher's warps, 4 for complex128, 8 here for float64)
         const char* kind[] = {"auto", "mma", "mma-8w"};
         snprintf(buf, sizeof buf, "%s %s %-9s %dx%d n=%d", VARIANT, type, kind[variant], m, m, n);
         run<T, 64>(buf, 1, m, n, false);

@@ -1524,8 +1524,9 @@ __host__ __device__ constexpr int mma_block_at(int i, int k) { return k / 4 * 32
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
 // Eight warps: 2 (128 registers; complex128 at 64 rows spills some); four: 4, or 3 for complex128
-// at 64 rows (170 registers; H200, batch 4096 of 64x64, kernel alone: 284-285 us against 345-348
-// capped for 2 blocks and 370-372 for 4, which spills; probe_mma_..._prefetch.txt).
+// at 64 rows (a cap of 170 registers, 164-168 used; H200, batch 4096 of 64x64, kernel alone:
+// 283-285 us against 345-348 capped for 2 blocks and 371-374 for 4, which spills;
+// probe_mma_..._prefetch.txt).
 template <typename T, int M, int kWarps> constexpr int mma_min_blocks() {
   return kWarps == 8 ? 2 : sizeof(T) >= 16 && M == 64 ? 3 : 4;
 }
