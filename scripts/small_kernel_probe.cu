@@ -19,9 +19,9 @@
 // padded rows; also with its fold forced) and, for complex128, the tile kernel; two rounds (the
 // pipeline kernel is stubbed out: its source is not built in). PROBE_SINGLE=1: single solves
 // (batch 1) of 64x64 complex128 (16, 64, 256 columns) and float64 (64 columns), the launcher's
-// choice against the tensor-core kernel forced (at its launcher's warps per block and at 8), three
-// rounds, each case also timed from a CUDA graph of 100 launches (GPU time per call, as the
-// benchmark's GPU-only column). The headers need no extra flags (not --expt-relaxed-constexpr,
+// choice against the tensor-core kernel forced (at its launcher's warps per block and, for
+// complex128, at 8), three rounds, each case also timed from a CUDA graph of 100 launches (GPU
+// time per call, as the benchmark's GPU-only column). The headers need no extra flags (not --expt-relaxed-constexpr,
 // which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
 // second). benchmarks/results/probe_*.txt.
 #include "small_solve.cuh"
@@ -206,16 +206,17 @@ int main() {
 #if PROBE_SINGLE
   // Single solves (batch 1) of complex128 and float64: the launcher's choice (warp-wide segments
   // for these few columns), the tensor-core kernel forced (launch_mma at 64 padded rows: it folds,
-  // one A for every task) at the launcher's warps per block (complex128 4, float64 8) and at 8,
-  // three rounds.
+  // one A for every task) at the launcher's warps per block (complex128 4, float64 8) and, for
+  // complex128, at 8; three rounds.
   for (int round = 0; round < 3; ++round) {
     auto single = [&](auto tag, int m, int n) {
       using T = decltype(tag);
       const char* type = kReal<T> ? "f64" : "c128";
       char buf[128];
-      for (int variant = 0; variant < 3; ++variant) {
+      // (variant 1: the launcher's warps, 4 for complex128, 8 for float64, whose variant 2 would repeat it)
+      for (int variant = 0; variant < (kReal<T> ? 2 : 3); ++variant) {
         g_kernel = variant == 0 ? Probe::kAuto : Probe::kMma;
-        g_mma_warps = variant == 2 ? 8 : 0;  // (variant 1: the launcher's warps, 4 for complex128, 8 here for float64)
+        g_mma_warps = variant == 2 ? 8 : 0;
         const char* kind[] = {"auto", "mma", "mma-8w"};
         snprintf(buf, sizeof buf, "%s %s %-9s %dx%d n=%d", VARIANT, type, kind[variant], m, m, n);
         run<T, 64>(buf, 1, m, n, false);
@@ -223,7 +224,7 @@ int main() {
       g_kernel = Probe::kAuto; g_mma_warps = 0;
     };
     for (int n : {16, 64, 256}) single(complex<double>(), 64, n);
-    for (int n : {64}) single(double(), 64, n);
+    single(double(), 64, 64);
   }
 #elif PROBE_MMA
   // complex128 where the tensor-core and tile kernels compete, float64 where the tensor-core and
