@@ -39,7 +39,7 @@ case "$cmd" in
     ;;
   bench)
     setup
-    exec "$PY" -m hsma_trsm.benchmark "$@"
+    exec "$PY" -m benchmarks "$@"
     ;;
   *)
     echo "usage: scripts/dev.sh test|bench [args...]" >&2

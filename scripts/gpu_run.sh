@@ -44,8 +44,8 @@ fi
 if [[ " $STAGES " == *" tune "* ]]; then
   echo "== tune"
   start=$(date +%s)
-  table="$OUTDIR/$("$PY" -c "import os, hsma_trsm.tune as t; print(os.path.basename(t.table_path_for_current_gpu()))")"
-  timeout "${TUNE_TIMEOUT:-180}" "$PY" -m hsma_trsm.tune --out "$table" --sweep-csv "$OUTDIR/tune_sweep.csv" ${TUNE_ARGS:-} \
+  table="$OUTDIR/$("$PY" -c "import os, benchmarks.tune as t; print(os.path.basename(t.table_path_for_current_gpu()))")"
+  timeout "${TUNE_TIMEOUT:-180}" "$PY" -m benchmarks.tune --out "$table" --sweep-csv "$OUTDIR/tune_sweep.csv" ${TUNE_ARGS:-} \
     >"$OUTDIR/tune.log" 2>&1 || status=1
   echo "tune took $(( $(date +%s) - start )) s"
   tail -n 40 "$OUTDIR/tune.log"
@@ -93,7 +93,7 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   echo "== benchmark"
-  timeout "${BENCH_TIMEOUT:-300}" "$PY" -m hsma_trsm.benchmark --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
+  timeout "${BENCH_TIMEOUT:-300}" "$PY" -m benchmarks --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
 fi
 

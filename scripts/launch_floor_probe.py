@@ -2,7 +2,7 @@
 
 Issue 3 asks a single 64x64 solve to run 3x faster than torch.linalg.solve_triangular, eager and
 event-timed as the benchmark times it (device synchronized, start event, call, end event). This
-probe measures the floor of that timing with the same function (hsma_trsm._bench_util), for
+probe measures the floor of that timing with the same function (benchmarks.util), for
 entry points that skip more and more of what a torch op does:
 
   - torch.add(B, B) (the benchmark's floor: a torch op through the Python arg parser and the
@@ -34,7 +34,7 @@ from torch.utils.cpp_extension import load_inline
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import hsma_trsm  # noqa: E402
-from hsma_trsm import _bench_util as bu  # noqa: E402
+from benchmarks import util as bu  # noqa: E402
 
 CPP = (
     "void launch_only(torch::Tensor B, int64_t cycles);\n"

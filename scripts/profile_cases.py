@@ -2,7 +2,7 @@
 
 For each case: the GPU time per call of every kernel hsma and torch launch (torch.profiler, CUDA
 activity, averaged over the profiled calls) and the host time per call back to back. Used to
-decide where the time goes before changing a kernel; the benchmark (python -m hsma_trsm.benchmark)
+decide where the time goes before changing a kernel; the benchmark (python -m benchmarks)
 is what reports speed.
 
     python scripts/profile_cases.py --out DIR [--filter SUBSTRING]

@@ -7,9 +7,9 @@ import types
 import pytest
 import torch
 
-import hsma_trsm._bench_report as rp
-import hsma_trsm._bench_util as bu
-from hsma_trsm import benchmark as bm
+import benchmarks.report as rp
+import benchmarks.util as bu
+from benchmarks import run as bm
 
 # ----------------------------------------------------------------------------------------------
 # Formulas

@@ -1,4 +1,4 @@
-"""Tables, targets and the Markdown report of the benchmark (hsma_trsm.benchmark).
+"""Tables, targets and the Markdown report of the benchmark (benchmarks).
 
 Pure functions of result rows (dicts), no torch: the console table of a suite is printed row by
 row as cases finish (:class:`Table`), the same columns make its Markdown table, and each suite's

@@ -2,11 +2,11 @@
 
 Run from the repository root::
 
-    python -m hsma_trsm.benchmark                          # every suite (about 4 min on an H200)
-    python -m hsma_trsm.benchmark --suite small,batched    # some suites
-    python -m hsma_trsm.benchmark --quick                  # reduced sizes (CPU / CI smoke run)
-    python -m hsma_trsm.benchmark --dtypes f32,c128 --out /tmp/results --tag run2
-    python -m hsma_trsm.benchmark --list                   # print the cases of each suite, run nothing
+    python -m benchmarks                          # every suite (about 4 min on an H200)
+    python -m benchmarks --suite small,batched    # some suites
+    python -m benchmarks --quick                  # reduced sizes (CPU / CI smoke run)
+    python -m benchmarks --dtypes f32,c128 --out /tmp/results --tag run2
+    python -m benchmarks --list                   # print the cases of each suite, run nothing
 
 Suites (each writes ``<suite>_<gpu-slug>_<date>[_<tag>].csv``; one Markdown report
 ``bench_<gpu-slug>_<date>[_<suites>][_<tag>].md`` covers the suites of the run):
@@ -27,7 +27,7 @@ Both solvers run in the same process on the same inputs. On CUDA each time is th
 isolated calls timed with CUDA events (device synchronized before each call, launch overhead
 included), plus a "graph" time: N calls captured into one CUDA graph, replays timed, divided by
 N (GPU time only). Every case is checked against a float64 (complex128) torch solve of a subset
-(:func:`hsma_trsm._bench_util.reference_subset`). Without a GPU the CPU path runs with smaller
+(:func:`benchmarks.util.reference_subset`). Without a GPU the CPU path runs with smaller
 sizes and time.perf_counter timing; the GPU targets are then shown as n/a. A failing case is
 reported in its status column and the run goes on; each suite's CSV is written as soon as the
 suite ends, so an interrupted run keeps the finished suites.
@@ -50,9 +50,9 @@ from typing import Callable, Optional
 
 import torch
 
-from . import _bench_report as rp
-from . import _bench_util as bu
-from ._bench_report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
+from . import report as rp
+from . import util as bu
+from .report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
 
 SUITES = ("small", "batched", "large", "ablation", "split", "overhead")
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
@@ -1203,7 +1203,7 @@ def parse_suites(s: Optional[str]) -> list:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        prog="python -m hsma_trsm.benchmark",
+        prog="python -m benchmarks",
         description="Time hsma_trsm against torch.linalg.solve_triangular, suite by suite.",
     )
     p.add_argument("--suite", "--suites", dest="suite", default=None,

@@ -1,6 +1,6 @@
 """Offline block-size tuner for the blocked path (the HSMA-TRSM paper's adaptive blocking).
 
-    python -m hsma_trsm.tune [--sizes 128,256,...] [--dtypes f32,f64,c64,c128]
+    python -m benchmarks.tune [--sizes 128,256,...] [--dtypes f32,f64,c64,c128]
                              [--nbs 32,64,128,256,512,1024] [--variants recursive,blocked]
                              [--out PATH] [--sweep-csv PATH]
 
@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-from . import _bench_util as bu
+from . import util as bu
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
@@ -58,7 +58,7 @@ def write_table(path, best, info):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m hsma_trsm.tune", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     ap.add_argument("--dtypes", default="f32,f64,c64,c128")
@@ -71,7 +71,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     if not torch.cuda.is_available():
-        print("hsma_trsm.tune: no CUDA device; the tuner measures the GPU it runs on", file=sys.stderr)
+        print("benchmarks.tune: no CUDA device; the tuner measures the GPU it runs on", file=sys.stderr)
         return 2
     import hsma_trsm  # noqa: F401
 
