@@ -1,31 +1,62 @@
 """Build the hsma_trsm extension against the torch already installed.
 
+    pip install --no-build-isolation .       # or -e . for development; scripts/dev.sh builds in place
+
 CUDA torch (or ROCm torch, hipified by torch.utils.cpp_extension): CUDAExtension with the kernels.
 CPU-only torch: CppExtension with the op schemas and the CPU (ATen/LAPACK) kernel only.
-Install with `pip install --no-build-isolation .` (or `-e .`); set TORCH_CUDA_ARCH_LIST to pick
-the GPU architectures (scripts/gpu_run.sh uses 9.0 for the H200) and MAX_JOBS for parallelism.
+TORCH_CUDA_ARCH_LIST picks the GPU architectures: unset, torch takes the GPUs visible at build time, and with
+none visible this file sets DEFAULT_CUDA_ARCHS. MAX_JOBS sets the parallel compile jobs.
+HSMA_TRSM_FORCE_CPU=1 builds the CPU-only extension even with a GPU toolchain.
 """
 import glob
 import os
+import sys
 
-from setuptools import find_packages, setup
-from torch.utils import cpp_extension
+INSTALL_HINT = """
+hsma_trsm compiles against the torch you already have, so it needs torch importable while it builds.
+Install torch first (https://pytorch.org), then build without pip's isolated build environment:
+
+    pip install --no-build-isolation .        (or: pip install --no-build-isolation -e . for development)
+"""
+
+try:
+    import torch
+    from torch.utils import cpp_extension
+except ImportError:
+    # A plain `pip install .` runs this in an isolated environment without torch: stop at once with the
+    # way to install, instead of downloading a second multi-GB torch to build against.
+    sys.exit("error: torch is not importable in this build environment." + INSTALL_HINT)
+
+from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Architectures built when no GPU is visible at build time and TORCH_CUDA_ARCH_LIST is unset:
+# A100 (sm_80) and H100/H200 (sm_90) code, plus sm_90 PTX that newer GPUs compile at load time.
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 
 
 def gpu_toolchain():
-    import torch
-
     if torch.version.hip is not None:
         return cpp_extension.ROCM_HOME is not None
     return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+
+
+def cuda_arch_default():
+    """torch picks the visible GPUs' architectures; with none visible it has nothing to pick (it raised
+    IndexError in torch <= 2.14), so set the documented default."""
+    if torch.version.hip is not None or os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return
+    os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCHS
+    print(f"hsma_trsm: no GPU visible and TORCH_CUDA_ARCH_LIST unset: building for {DEFAULT_CUDA_ARCHS}")
 
 
 def extension():
     host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/tuning.cpp", "csrc/python_module.cpp"]
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
+        cuda_arch_default()
         kernels = sorted(glob.glob("csrc/kernels/*.cu", root_dir=HERE))
         return cpp_extension.CUDAExtension(
             "hsma_trsm._C",
@@ -33,14 +64,22 @@ def extension():
             include_dirs=[os.path.join(HERE, "csrc")],
             extra_compile_args={"cxx": cxx, "nvcc": ["-O3"]},
         )
+    print("hsma_trsm: building the CPU-only extension (no CUDA/ROCm torch with a GPU toolchain)")
     return cpp_extension.CppExtension(
         "hsma_trsm._C", host, include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args=cxx
     )
 
 
+def torch_requirement():
+    """The extension links against the torch it was built with: a wheel needs that torch's major.minor."""
+    major, minor = torch.__version__.split(".")[:2]
+    return f"torch=={major}.{minor}.*"
+
+
 setup(
-    packages=find_packages(include=["hsma_trsm", "hsma_trsm.*"]),
-    package_data={"hsma_trsm": ["tuning/*.csv"]},
+    packages=["hsma_trsm", "hsma_trsm.tuning"],
+    package_data={"hsma_trsm.tuning": ["*.csv"]},
+    install_requires=[torch_requirement()],
     ext_modules=[extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
 )
