@@ -12,8 +12,9 @@
 // Tensor (a subclass, whose __torch_function__ must run), an active TorchFunctionMode other
 // than torch's own DeviceContext (see modes_pass_through), a pending "skip the next
 // __torch_function__" (torch.overrides.redispatch_function), an argument of another Python type
-// than the schema's (torch's conversions apply), or A and B not of one supported dtype
-// (solve_triangular promotes them; errors are raised there).
+// than the schema's (hsma_trsm/api.py then raises torch's TypeError, or converts a NumPy alpha),
+// or A and B not of one supported dtype (api.py promotes them or raises UnsupportedDtypeError).
+// The checks cost nothing on this path: they only run after a decline.
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>

@@ -8,10 +8,14 @@ Public API:
     solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None)
         drop-in for torch.linalg.solve_triangular;
     trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1)
-        the BLAS-style solve op(A) X = alpha B (left) or X op(A) = alpha B (right).
+        the BLAS-style solve op(A) X = alpha B (left) or X op(A) = alpha B (right);
+    trsm_(A, B, ...) the same in place: writes X into B and returns B.
+
+Arguments are checked as torch checks them (TypeError naming the argument: flags exactly bool, A
+and B tensors); A and B of different dtypes are promoted (trsm_: A converted to B's dtype).
 """
+from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
 from .api import UnsupportedDtypeError, solve_triangular, trsm, trsm_
 
 __all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
-__version__ = "0.1.0"

@@ -1,4 +1,5 @@
 """Public Python API of hsma_trsm."""
+import numbers
 import warnings
 
 import torch
@@ -27,16 +28,23 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         alpha (Number): scale of B (complex only with complex dtypes). Default 1.
 
     Returns:
-        Tensor: X of shape ``(*broadcast batch, m, n)``, contiguous, dtype of A and B.
+        Tensor: X of shape ``(*broadcast batch, m, n)``, contiguous, of the dtype below.
         Neither A nor B is modified.
 
-    Dtypes: float32, float64, complex64, complex128 (A and B the same); CPU and CUDA tensors
-    (A and B on the same device). A zero on the diagonal gives inf/nan, as IEEE division does.
+    Dtypes: float32, float64, complex64, complex128; CPU and CUDA tensors (A and B on the same
+    device). A and B of different dtypes are both converted to ``torch.promote_types(A.dtype,
+    B.dtype)``, as :func:`solve_triangular` does (the op ``torch.ops.hsma.trsm`` itself wants one
+    dtype); a promoted dtype outside the four raises :class:`UnsupportedDtypeError`. A zero on the
+    diagonal gives inf/nan, as IEEE division does.
 
     Raises:
         RuntimeError: A or B with fewer than 2 dims, A not square, A's order not matching B's
             rows (left) or columns (right), batch dims that do not broadcast, devices that differ.
-        TypeError: an unsupported dtype, A and B of different dtypes, complex alpha with real data.
+        TypeError: an argument of the wrong type, naming it, as torch's functions do: A or B not a
+            Tensor, ``left``/``upper``/``unitriangular`` not a ``bool`` (0, 1, None, NumPy bools
+            and 0-dim tensors are refused, as by torch), ``trans`` not a str, ``alpha`` not an int,
+            float or complex (Python or NumPy scalar; not a bool); complex alpha with real data;
+            :class:`UnsupportedDtypeError` (a TypeError) for an unsupported dtype.
         ValueError: ``trans`` not one of ``'N'``, ``'T'``, ``'C'``.
 
     Method: on CUDA, k <= 64 is the shared-memory direct solve and larger k the blocked TRSM with
@@ -53,15 +61,33 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         X = _C.trsm(A, B, left, upper, trans, unitriangular, alpha)
         if X is not None:
             return X
+    alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
+    if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
+        A, B = _promote("hsma_trsm.trsm", A, B)
     return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
 
 
 def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
-    """In-place :func:`trsm`: overwrites B with X and returns B.
+    """In-place :func:`trsm`: overwrites B with X and returns B itself (the op
+    ``torch.ops.hsma.trsm_`` returns None).
 
     B must already have the broadcast result's shape and no overlapping memory. Not
     differentiable: raises RuntimeError when A or B requires grad (use :func:`trsm`).
+
+    Dtypes: the result has B's dtype (float32, float64, complex64 or complex128; others raise
+    :class:`UnsupportedDtypeError`). A of another dtype is converted to B's when
+    ``torch.promote_types(A.dtype, B.dtype)`` is B's dtype (float32 A with float64 or complex64 B);
+    otherwise (float64 A with float32 or complex64 B, complex A with real B) TypeError, the op's
+    "A and B must have the same dtype": B could not hold the promoted result. Argument types and
+    other errors as :func:`trsm`.
     """
+    alpha = _check_args("hsma_trsm.trsm_", A, B, left, upper, unitriangular, trans, alpha)
+    if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
+        dtype = B.dtype
+        if dtype not in _SOLVER_DTYPES:
+            raise _unsupported("hsma_trsm.trsm_", dtype)
+        if A.dtype != dtype and torch.promote_types(A.dtype, dtype) == dtype:
+            A = A.to(dtype)
     torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
     return B
 
@@ -106,27 +132,86 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         - ``out`` that overlaps A (e.g. ``out=A``): the solve reads A before ``out`` is written,
           so the result is right; torch overwrites A with B first and returns garbage.
 
-    Dtypes float32, float64, complex64, complex128 (others raise :class:`UnsupportedDtypeError`,
-    a TypeError and NotImplementedError); errors otherwise as :func:`trsm`. Method and
-    differentiability (reverse, forward, higher order, vmap) as :func:`trsm`.
+    Dtypes: float32, float64, complex64, complex128 (others, after promotion, raise
+    :class:`UnsupportedDtypeError`, a TypeError and NotImplementedError); A and B of different
+    dtypes are promoted as in :func:`trsm`. Argument types as torch checks them: A, B and ``out``
+    must be Tensors and ``upper``, ``left``, ``unitriangular`` bools (TypeError naming the
+    argument); errors otherwise as :func:`trsm`. Method and differentiability (reverse, forward,
+    higher order, vmap) as :func:`trsm`.
     """
     if out is None and not _is_compiling():
         X = _C.trsm(A, B, left, upper, "N", unitriangular, 1)  # the eager entry, as in trsm()
         if X is not None:
             return X
+    _check_args("hsma_trsm.solve_triangular", A, B, left, upper, unitriangular)
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"hsma_trsm.solve_triangular(): argument 'out' must be Tensor, not {_typename(out)}")
     if out is None and not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
-        # Not tensors (an fx Proxy under symbolic tracing, ...): torch.ops takes them or raises.
+        # Not tensors (an fx Proxy under symbolic tracing, ...): their __torch_function__ takes the call.
         return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
-    if A.dtype is not B.dtype:
-        dtype = torch.promote_types(A.dtype, B.dtype)
-        A, B = A.to(dtype), B.to(dtype)
-    if A.dtype not in _SOLVER_DTYPES:
-        raise UnsupportedDtypeError(
-            f"hsma_trsm.solve_triangular: no solver for dtype {A.dtype} (float32, float64, complex64, complex128)"
-        )
+    A, B = _promote("hsma_trsm.solve_triangular", A, B)
     if out is None:
         return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     return _solve_triangular_out(A, B, upper, left, unitriangular, out)
+
+
+def _typename(obj):
+    """obj's type as torch's argument errors name it: int, NoneType, Tensor, numpy.bool, ..."""
+    if isinstance(obj, torch.Tensor):
+        return "Tensor"
+    t = type(obj)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_args(fn, A, B, left, upper, unitriangular, trans="N", alpha=1):
+    """Raises torch's TypeError for an argument of the wrong type (the public functions' path
+    after the eager entry declined, trsm_, and under torch.compile). Returns alpha, a NumPy
+    scalar as the Python number torch.ops takes. Straight-line: trsm_ runs it on every call."""
+    # Objects with __torch_function__ (fx Proxies, tensor-likes) take the call over themselves.
+    if not isinstance(A, torch.Tensor) and not hasattr(A, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
+    if not isinstance(B, torch.Tensor) and not hasattr(B, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument 'B' (position 2) must be Tensor, not {_typename(B)}")
+    # Exactly True or False: torch refuses 0/1, None, NumPy bools and 0-dim tensors alike.
+    if left is not True and left is not False:
+        raise _not_bool(fn, "left", left)
+    if upper is not True and upper is not False:
+        raise _not_bool(fn, "upper", upper)
+    if unitriangular is not True and unitriangular is not False:
+        raise _not_bool(fn, "unitriangular", unitriangular)
+    if not isinstance(trans, str):
+        raise TypeError(f"{fn}(): argument 'trans' must be str, not {_typename(trans)}")
+    if type(alpha) in _NUMBER_TYPES or isinstance(alpha, (torch.SymInt, torch.SymFloat)):
+        return alpha
+    if isinstance(alpha, numbers.Number) and not isinstance(alpha, bool):
+        if isinstance(alpha, (int, float, complex)):  # subclasses (numpy.float64, numpy.complex128)
+            return alpha
+        if type(alpha).__module__ == "numpy":  # numpy.int64, numpy.float32, ...: as torch.add takes them
+            return alpha.item()
+    # bool as torch refuses a boolean alpha for non-boolean data; Tensors, as the op's schema does.
+    raise TypeError(f"{fn}(): argument 'alpha' must be int, float or complex, not {_typename(alpha)}")
+
+
+_NUMBER_TYPES = (int, float, complex)
+
+
+def _not_bool(fn, name, value):
+    return TypeError(f"{fn}(): argument '{name}' must be bool, not {_typename(value)}")
+
+
+def _unsupported(fn, dtype):
+    return UnsupportedDtypeError(f"{fn}: no solver for dtype {dtype} (float32, float64, complex64, complex128)")
+
+
+def _promote(fn, A, B):
+    """A and B in torch.promote_types of their dtypes; UnsupportedDtypeError where no solver has it."""
+    dtype = A.dtype
+    if B.dtype != dtype:
+        dtype = torch.promote_types(dtype, B.dtype)
+        A, B = A.to(dtype), B.to(dtype)
+    if dtype not in _SOLVER_DTYPES:
+        raise _unsupported(fn, dtype)
+    return A, B
 
 
 def _has_tangent(t):

@@ -111,12 +111,13 @@ def test_entry_declines_where_torch_ops_differs(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_public_functions_after_a_decline(device):
     A, B = _inputs(8, 3, True, False, False, torch.float64, device, seed=2)
-    # Mixed dtypes: solve_triangular promotes (float32 B -> float64), trsm raises as torch.ops does.
-    X = hsma_trsm.solve_triangular(A, B.float(), upper=False)
-    assert X.dtype == torch.float64
-    check_solution(X, A, B.float().double(), device=device)
+    # Mixed dtypes: solve_triangular and trsm promote (float32 B -> float64); the op raises.
+    for fn in (lambda A, B: hsma_trsm.solve_triangular(A, B, upper=False), hsma_trsm.trsm):
+        X = fn(A, B.float())
+        assert X.dtype == torch.float64
+        check_solution(X, A, B.float().double(), device=device)
     with pytest.raises(TypeError, match="same dtype"):
-        hsma_trsm.trsm(A, B.float())
+        torch.ops.hsma.trsm(A, B.float())
     with pytest.raises(hsma_trsm.UnsupportedDtypeError):
         hsma_trsm.solve_triangular(A.to(torch.bfloat16), B.to(torch.bfloat16), upper=False)
     # A subclass's __torch_function__ and a TorchFunctionMode see torch.ops.hsma.trsm.
