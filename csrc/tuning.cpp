@@ -1,5 +1,5 @@
 // Adaptive block size for the blocked path (the HSMA-TRSM paper's offline profiling + online
-// lookup). Offline, `python -m hsma_trsm.tune` measures every candidate (NB, variant) per
+// lookup). Offline, `python -m benchmarks.tune` measures every candidate (NB, variant) per
 // (dtype, size) on one GPU and writes the fastest as a table; online, this file finds the table
 // for the current GPU and returns the entry of the nearest measured size (in log scale).
 //
@@ -161,7 +161,7 @@ BlockChoice lookup_blocking(const std::string& path, const std::string& gpu, con
     if (!t.error.empty()) {
       // A missing shipped table is normal on an untuned GPU; say so once, quietly different.
       warn_once(path, "no usable block-size table (" + t.error + "); using NB = " + std::to_string(kDefaultNB) +
-                          ". Run `python -m hsma_trsm.tune` to measure one for this GPU.");
+                          ". Run `python -m benchmarks.tune` to measure one for this GPU.");
     } else if (t.gpu != gpu || (!t.capability.empty() && !capability.empty() && t.capability != capability)) {
       warn_once(path + "|" + gpu, "block-size table " + path + " was measured on '" + t.gpu + "' (capability " +
                                       t.capability + "), not on this '" + gpu + "' (capability " + capability +

@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# The two README commands, with all set-up included, for a fresh machine:
-#   scripts/dev.sh test    install what is missing, build the extension in place, run the tests
-#   scripts/dev.sh bench   the same set-up, then the benchmark against torch (main job)
-# Set-up: torch is taken as installed when importable (the H200 image has 2.11 + CUDA 13.0);
-# otherwise torch==2.13.0 (the CPU build our machines and CI carry on local disk) is installed.
+# The README's two commands, with all set-up included, for a fresh machine:
+#   scripts/dev.sh test    set up, build the extension in place, run the tests (GPU tests skip without a GPU)
+#   scripts/dev.sh bench   the same set-up, then the benchmark against torch (no GPU: it says so, runs the CPU path)
+# Set-up happens in a project-local virtual environment, .venv (HSMA_VENV to move it), created with the system's
+# site packages visible so that an installed torch (the GPU image's 2.11 + CUDA) is reused; without one,
+# torch==2.13.0 is installed into it (our machines and CI take a CPU build from local disk). PYTHON picks the
+# interpreter that creates the venv. The build is `setup.py build_ext --inplace` with ninja, so a second call
+# recompiles only what changed; the repository is put on the venv's path by a .pth file.
 # Everything after the subcommand is passed to pytest / the benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+ROOT=$PWD
+VENV=${HSMA_VENV:-$ROOT/.venv}
+PY=$VENV/bin/python
 cmd=${1:-test}
 shift || true
 
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
 
 setup() {
+  if [ ! -x "$PY" ]; then
+    echo "== creating $VENV (system site packages visible)"
+    "${PYTHON:-python3}" -m venv --system-site-packages "$VENV"
+  fi
   if ! "$PY" -c "import torch" 2>/dev/null; then
-    echo "== installing torch==2.13.0"
+    echo "== installing torch==2.13.0 into $VENV"
     pip_install torch==2.13.0
   fi
   local missing=()
   for mod in numpy:numpy scipy:scipy pytest:pytest pytest_timeout:pytest-timeout sklearn:scikit-learn \
-             tqdm:tqdm ninja:ninja setuptools:setuptools; do
+             tqdm:tqdm ninja:ninja setuptools:setuptools wheel:wheel; do
     "$PY" -c "import ${mod%%:*}" 2>/dev/null || missing+=("${mod##*:}")
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing ${missing[*]}"
+    echo "== installing ${missing[*]} into $VENV"
     pip_install "${missing[@]}"
   fi
-  echo "== building hsma_trsm (in place)"
-  "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . \
-    >build.log 2>&1 || { tail -n 60 build.log; echo "build failed (full log: build.log)"; exit 1; }
+  local site
+  site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ -f "$site/hsma_trsm_dev.pth" ] || echo "$ROOT" >"$site/hsma_trsm_dev.pth"
+  echo "== building hsma_trsm in place (incremental; log: build.log)"
+  "$PY" setup.py build_ext --inplace >build.log 2>&1 || { tail -n 60 build.log; echo "build failed (log: build.log)"; exit 1; }
 }
 
 case "$cmd" in

@@ -15,6 +15,7 @@ Helpers:
     call_and_check: runs the op on a NaN-poisoned allocator, checks the inputs were not modified,
         checks the result.
 """
+import collections
 import math
 import os
 import sys
@@ -363,3 +364,15 @@ def block_size(monkeypatch):
 
     return set_nb
 
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per skip reason with its count, instead of one line per skipped test location."""
+    reasons = collections.Counter()
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.section("skipped, by reason")
+        for reason, n in reasons.most_common():
+            terminalreporter.line(f"{n:6d}  {reason}")
