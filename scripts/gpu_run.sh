@@ -17,6 +17,7 @@ mkdir -p "$OUTDIR"
 STAGES=${STAGES:-build tune test sanitize bench}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 status=0
 
 {
@@ -30,7 +31,8 @@ cat "$OUTDIR/env.txt"
 if [[ " $STAGES " == *" build "* ]]; then
   echo "== build"
   start=$(date +%s)
-  if TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(nproc) "$PY" -m pip install --no-build-isolation --no-deps -v -e . \
+  # In place (ninja, incremental: a warm machine recompiles only what changed); the checkout is on PYTHONPATH.
+  if TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=$(nproc) "$PY" setup.py build_ext --inplace \
       >"$OUTDIR/build.log" 2>&1; then
     echo "build ok in $(( $(date +%s) - start )) s"
     grep -E "registers|spill|smem" "$OUTDIR/build.log" | sort -u | head -n 40 || true
@@ -113,12 +115,12 @@ if [[ " $STAGES " == *" notebooks "* ]]; then
   rm -f "$marker"
 fi
 if [[ " $STAGES " == *" profile "* ]]; then
-  # Opt-in: per-kernel GPU time and host time of selected solves (scripts/profile_cases.py);
+  # Opt-in: per-kernel GPU time and host time of selected solves (scripts/probes/profile_cases.py);
   # PROFILE_FILTER: its --filter (cases whose names contain one of these |-separated strings).
   echo "== profile"
   f_args=()
   [ -n "${PROFILE_FILTER:-}" ] && f_args=(--filter "$PROFILE_FILTER")
-  timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/profile_cases.py --out "$OUTDIR" "${f_args[@]}" ${PROFILE_ARGS:-} \
+  timeout "${PROFILE_TIMEOUT:-200}" "$PY" scripts/probes/profile_cases.py --out "$OUTDIR" "${f_args[@]}" ${PROFILE_ARGS:-} \
     >"$OUTDIR/profile.log" 2>&1 || status=1
   grep -v -i warn "$OUTDIR/profile.log" | cut -c1-160 | tail -n 60
 fi
@@ -126,7 +128,7 @@ fi
 if [[ " $STAGES " == *" ncu "* ]]; then
   # Opt-in: Nsight Compute on selected kernels of selected solves (stall reasons, occupancy,
   # memory throughput): NCU_KERNELS (a regex of kernel names, default the small-path kernels) over
-  # scripts/profile_cases.py --plain --filter "$PROFILE_FILTER" $PROFILE_ARGS (each solve called twice, the first
+  # scripts/probes/profile_cases.py --plain --filter "$PROFILE_FILTER" $PROFILE_ARGS (each solve called twice, the first
   # NCU_LAUNCHES matching launches profiled, default 20); NCU_ARGS adds ncu options. The H200's
   # clocks are left alone (--clock-control none).
   echo "== ncu"
@@ -139,7 +141,7 @@ if [[ " $STAGES " == *" ncu "* ]]; then
       -k "regex:${NCU_KERNELS:-small_solve|diag_inverse}" --launch-count "${NCU_LAUNCHES:-20}" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section MemoryWorkloadAnalysis ${NCU_ARGS:-} \
-      "$PY" scripts/profile_cases.py --out "$OUTDIR/ncu-cases" --plain --calls 1 "${f_args[@]}" ${PROFILE_ARGS:-} >"$OUTDIR/ncu.log" 2>&1 || status=1
+      "$PY" scripts/probes/profile_cases.py --out "$OUTDIR/ncu-cases" --plain --calls 1 "${f_args[@]}" ${PROFILE_ARGS:-} >"$OUTDIR/ncu.log" 2>&1 || status=1
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall" \
       "$OUTDIR/ncu.log" | head -n 80
   else

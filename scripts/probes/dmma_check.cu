@@ -1,7 +1,7 @@
 // Checks hsma::dmma (csrc/kernels/small_solve.cuh), the tensor-core kernel's one m8n8k4 FP64
 // product, against a host 8x8x4 product, in either of its two paths. On a GPU machine:
-//   nvcc -std=c++17 -arch=sm_90 -Icsrc -o dmma_mma scripts/dmma_check.cu && ./dmma_mma
-//   nvcc -std=c++17 -arch=sm_90 -Icsrc -DHSMA_EMULATE_DMMA -o dmma_emu scripts/dmma_check.cu && ./dmma_emu
+//   nvcc -std=c++17 -arch=sm_90 -Icsrc -o dmma_mma scripts/probes/dmma_check.cu && ./dmma_mma
+//   nvcc -std=c++17 -arch=sm_90 -Icsrc -DHSMA_EMULATE_DMMA -o dmma_emu scripts/probes/dmma_check.cu && ./dmma_emu
 // (the second: the shuffle fallback of builds without FP64 mma.sync). Exit status 0 when the
 // largest error is below 1e-12.
 #include <cmath>

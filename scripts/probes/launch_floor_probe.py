@@ -20,9 +20,9 @@ Each row (CSV columns): round; api; eager_us / eager_min_us, the median / least 
 time (as the benchmark's eager column); graph_us, the GPU-only time per call (CUDA graph); host_us /
 host_min_us, the median / least host time per call issued back to back. The whole list is measured
 ``rounds`` times (default 3), interleaved. Writes launch_floor.csv to the folder given (default
-$OUT, else the current folder) once every round is done. Run on the GPU machine (HSMA_BENCH_GIT names the commit
+$OUT, else out/) once every round is done. Run on the GPU machine (HSMA_BENCH_GIT names the commit
 where .git is stale, as for the benchmark):
-    python scripts/launch_floor_probe.py "$OUT" [rounds]
+    python scripts/probes/launch_floor_probe.py "$OUT" [rounds]
 """
 import csv
 import datetime
@@ -32,7 +32,7 @@ import sys
 import torch
 from torch.utils.cpp_extension import load_inline
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import hsma_trsm  # noqa: E402
 from benchmarks import util as bu  # noqa: E402
 
@@ -118,5 +118,5 @@ def main(outdir: str, rounds: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "."),
+    main(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "out"),
          int(sys.argv[2]) if len(sys.argv) > 2 else 3)

@@ -7,7 +7,7 @@ samples by opcode, and the same for runs of --lines SASS lines in address order 
 kernel the time goes), plus the loops (a backward branch and the lines it jumps over) that hold
 the most executed instructions.
 
-    python scripts/ncu_source_summary.py src.csv --tasks 4096 --lines 250
+    python scripts/probes/ncu_source_summary.py src.csv --tasks 4096 --lines 250
 """
 
 import argparse

@@ -5,7 +5,7 @@ activity, averaged over the profiled calls) and the host time per call back to b
 decide where the time goes before changing a kernel; the benchmark (python -m benchmarks)
 is what reports speed.
 
-    python scripts/profile_cases.py --out DIR [--filter SUBSTRING]
+    python scripts/probes/profile_cases.py [--out DIR (default out/)] [--filter SUBSTRING]
 """
 import argparse
 import collections
@@ -143,7 +143,7 @@ def host_us(fn, calls=200):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
+    ap.add_argument("--out", default="out")
     ap.add_argument("--filter", default="", help="run cases whose name contains one of these |-separated strings")
     ap.add_argument("--kernels", default="", help="only these ,-separated variants (e.g. auto,tiles)")
     ap.add_argument("--calls", type=int, default=10)
@@ -191,6 +191,7 @@ def main():
         del A, B
         torch.cuda.empty_cache()
     set_variant("auto")
+    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "profile_cases.csv")
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["case", "who", "kernel", "us_per_call", "gpu_total_us", "host_us"])

@@ -5,7 +5,7 @@
 //     nvcc -std=c++17 -O3 -arch=sm_90 [-DPROBE_COLUMNS=1 | -DPROBE_TILES=1 | -DPROBE_MMA=1 | -DPROBE_SINGLE=1]
 //          [-DNEWAPI_ON=1]
 //          [-DVARIANT='"name"']
-//          -I<dir with small_solve.cuh, portable.cuh, trsm_problem.h> scripts/small_kernel_probe.cu -o probe
+//          -I<dir with small_solve.cuh, portable.cuh, trsm_problem.h> scripts/probes/small_kernel_probe.cu -o probe
 // Default: the 8-lane segment kernels, batch 4096 of 64x64 complex64 (n = 64, and 128 unit
 // columns) and of 48x48 complex128, 30 launches each; NEWAPI_ON=1 calls launch_narrow_segments
 // (the launcher's choice of columns per segment, since 5fcc99f), 0 launch_segments<T, M, 8> (older
@@ -23,7 +23,7 @@
 // complex128, at 8), three rounds, each case also timed from a CUDA graph of 100 launches (GPU
 // time per call, as the benchmark's GPU-only column). The headers need no extra flags (not --expt-relaxed-constexpr,
 // which torch's build adds); data from a 64-bit xorshift (a batch is generated in well under a
-// second). benchmarks/results/probe_*.txt.
+// second). Past runs: docs/experiments.md.
 #include "small_solve.cuh"
 #ifndef PROBE_COLUMNS
 #define PROBE_COLUMNS 0
