@@ -1,8 +1,9 @@
-"""Tables, targets and the Markdown report of the benchmark (benchmarks).
+"""Tables, targets, statuses and the Markdown report of the benchmark (benchmarks).
 
 Pure functions of result rows (dicts), no torch: the console table of a suite is printed row by
 row as cases finish (:class:`Table`), the same columns make its Markdown table, and each suite's
 performance targets (from the issues) are checked against the measured rows (:class:`Target`).
+Every row has a status (see STATUS_HELP); :func:`status_counts` sums them for the summaries.
 """
 from __future__ import annotations
 
@@ -59,7 +60,55 @@ def geomean(xs) -> float:
 def status_text(r: dict, limit: int = 100) -> str:
     s = r.get("status", "")
     note = r.get("note") or ""
-    return s + (f" ({note[:limit]})" if note else "")
+    if len(note) > limit:
+        note = note[: limit - 3] + "..."
+    return s + (f" ({note})" if note else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Statuses
+
+SPEEDUP_NOTE = "speedup = torch / hsma (> 1: hsma faster)"
+
+OK = "ok"
+NOISY, IMPLAUSIBLE, CAPPED = "noisy", "implausible", "capped"
+SKIPPED_BUDGET, SKIPPED_CONTEXT = "skipped (budget)", "skipped (context lost)"
+ERROR, INACCURATE, PARTIAL = "error", "inaccurate", "partial"
+FLAGGED = (CAPPED, IMPLAUSIBLE, NOISY)  # measured, but the value is not to be trusted
+FAILED = (ERROR, INACCURATE, PARTIAL)  # the solver or the measurement broke
+SKIPPED = (SKIPPED_BUDGET, SKIPPED_CONTEXT)  # not run
+STATUS_ORDER = (OK,) + FLAGGED + SKIPPED + FAILED
+
+STATUS_HELP = {
+    OK: "measured, checked, the rounds agree",
+    NOISY: "the rounds' medians disagree (max / min above the noise factor): the host was disturbed",
+    IMPLAUSIBLE: "a time per call far above what its flops and bytes need on this device",
+    CAPPED: "calls so slow that the case hit its time cap and stopped early",
+    SKIPPED_BUDGET: "not run: the suite's or the run's time budget was used up (not a failure)",
+    SKIPPED_CONTEXT: "not run: an earlier case broke the CUDA context",
+    ERROR: "a call raised",
+    INACCURATE: "hsma's result is off the float64 reference by more than the tolerance",
+    PARTIAL: "checked, but a secondary measurement (graph, reference, GEMM) failed",
+}
+
+
+def status_counts(rows: Sequence[dict]) -> dict:
+    """{status: count} in STATUS_ORDER (unknown statuses last), zero counts left out."""
+    n = {}
+    for r in rows:
+        s = r.get("status") or "?"
+        n[s] = n.get(s, 0) + 1
+    order = [s for s in STATUS_ORDER if s in n] + sorted(s for s in n if s not in STATUS_ORDER)
+    return {s: n[s] for s in order}
+
+
+def status_summary(rows: Sequence[dict]) -> str:
+    """'30 ok, 2 noisy, 4 skipped (budget)'; 'no cases' when empty."""
+    return ", ".join(f"{v} {k}" for k, v in status_counts(rows).items()) or "no cases"
+
+
+def count_in(rows: Sequence[dict], statuses: Sequence[str]) -> int:
+    return sum(1 for r in rows if r.get("status") in statuses)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -121,7 +170,8 @@ class Target:
 
     Every key in ``keys`` (e.g. eager and graph speedup) must satisfy ``op`` ('>=' or '<=')
     against ``threshold``; a key whose value is missing (not measured, failed case) is shown as
-    '-' and does not count; no value at all gives 'n/a'. Per-row targets give one line per
+    '-' and does not count; no value at all gives 'n/a'. A flagged row (noisy, implausible,
+    capped) still counts, its status shown next to the value. Per-row targets give one line per
     selected row; ``aggregate`` targets one line for all of them ("none slower than torch").
     """
 
@@ -146,6 +196,8 @@ class Target:
         for r in sel:
             vals = [(label, r.get(key)) for label, key in self.keys]
             measured = ", ".join(f"{label} {self.fmt(v)}" if label else self.fmt(v) for label, v in vals)
+            if r.get("status") in FLAGGED:
+                measured += f" [{r['status']}]"
             got = [v for _, v in vals if _ok(v)]
             if not got or not applicable:
                 mark = NA
@@ -174,7 +226,11 @@ class Target:
         measured = f"{len(misses)} of {n} values miss"
         if worst is not None:
             v, label, r = worst
-            measured += f"; worst {self.fmt(v)} ({label}, {_label(r)} {r.get('dtype', '')})"
+            flag = f", {r['status']}" if r.get("status") in FLAGGED else ""
+            measured += f"; worst {self.fmt(v)} ({label}, {_label(r)} {r.get('dtype', '')}{flag})"
+        flagged = sum(1 for r in sel if r.get("status") in FLAGGED)
+        if flagged:
+            measured += f"; {flagged} flagged row(s) among them"
         mark = NA if not applicable else (MISS if misses else PASS)
         return dict(target=self.text, case="all", dtype="all", measured=measured, mark=mark)
 
@@ -216,7 +272,8 @@ def target_markdown(results: Sequence[dict]) -> list:
         return []
     lines = ["| target | case | dtype | measured | mark |", "|---|---|---|---|---|"]
     for r in results:
-        cells = [r["target"], r["case"], r["dtype"], r["measured"], f"**{r['mark']}**" if r["mark"] == MISS else r["mark"]]
+        mark = f"**{r['mark']}**" if r["mark"] == MISS else r["mark"]
+        cells = [r["target"], r["case"], r["dtype"], r["measured"], mark]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return lines
 
@@ -245,14 +302,24 @@ class SuiteReport:
     extra: Optional[list] = None  # more Markdown lines (e.g. the copy bandwidth)
 
 
+def status_legend(rows: Sequence[dict]) -> list:
+    """Markdown lines: the run's status counts and what each status met in it means."""
+    lines = [f"Statuses: {status_summary(rows)}.", ""]
+    lines += [f"- `{k}`: {STATUS_HELP[k]}" for k in status_counts(rows) if k in STATUS_HELP]
+    return lines + [""]
+
+
 def markdown_report(header: Sequence[tuple], intro: str, suites: Sequence[SuiteReport]) -> str:
-    """The combined report: environment lines, then per suite its method, table and targets."""
+    """The combined report: environment lines, the statuses, then per suite its method, table
+    and targets."""
     lines = ["# hsma_trsm benchmark", ""]
     for k, v in header:
         lines.append(f"- {k}: {v}")
     lines += ["", intro, ""]
+    lines += status_legend([r for s in suites for r in s.rows])
     for s in suites:
-        lines += [f"## {s.title}", "", f"`{s.csv_name}`, {len(s.rows)} rows, {s.elapsed_s:.1f} s. {s.method}", ""]
+        lines += [f"## {s.title}", "",
+                  f"`{s.csv_name}`, {len(s.rows)} rows ({status_summary(s.rows)}), {s.elapsed_s:.1f} s. {s.method}", ""]
         if s.extra:
             lines += list(s.extra) + [""]
         lines += s.table.markdown(s.rows) + [""]

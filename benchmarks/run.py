@@ -1,15 +1,20 @@
 """Main benchmark: hsma_trsm against torch.linalg.solve_triangular, in suites.
 
-Run from the repository root::
+Run from anywhere (the output folder is found from this file, not the working directory)::
 
     python -m benchmarks                          # every suite (about 4 min on an H200)
     python -m benchmarks --suite small,batched    # some suites
     python -m benchmarks --quick                  # reduced sizes (CPU / CI smoke run)
-    python -m benchmarks --dtypes f32,c128 --out /tmp/results --tag run2
+    python -m benchmarks --dtypes f32,c128 --out /tmp/results
+    python -m benchmarks --curated                # GPU only: into benchmarks/results/<gpu-slug>/
     python -m benchmarks --list                   # print the cases of each suite, run nothing
 
-Suites (each writes ``<suite>_<gpu-slug>_<date>[_<tag>].csv``; one Markdown report
-``bench_<gpu-slug>_<date>[_<suites>][_<tag>].md`` covers the suites of the run):
+Output: ``<repo>/out/bench/<gpu-or-cpu-slug>/`` (git-ignored) unless ``--out DIR`` or
+``--curated`` (``<repo>/benchmarks/results/<gpu-slug>/``, the committed results; refused on the
+CPU path, as is any --out inside benchmarks/results). One ``<suite>.csv`` per suite (``# key:
+value`` lines first: date, git, gpu, torch, ...) and ``report.md``; a later run overwrites them.
+
+Suites:
 
     small     single solves, m in {8,16,24,32,48,64} x n in {1,16,64,256,4096}, left lower; upper,
               right, trans 'T'/'C' and unit spot checks at m = n = 64; the small-kernel ablation
@@ -23,14 +28,20 @@ Suites (each writes ``<suite>_<gpu-slug>_<date>[_<tag>].csv``; one Markdown repo
               torch.profiler, at m = n = 1024 and 16384.
     overhead  host time per call issued back to back (hsma entry points, torch, torch.add).
 
-Both solvers run in the same process on the same inputs. On CUDA each time is the median over
-isolated calls timed with CUDA events (device synchronized before each call, launch overhead
-included), plus a "graph" time: N calls captured into one CUDA graph, replays timed, divided by
-N (GPU time only). Every case is checked against a float64 (complex128) torch solve of a subset
-(:func:`benchmarks.util.reference_subset`). Without a GPU the CPU path runs with smaller
-sizes and time.perf_counter timing; the GPU targets are then shown as n/a. A failing case is
-reported in its status column and the run goes on; each suite's CSV is written as soon as the
-suite ends, so an interrupted run keeps the finished suites.
+Both solvers run in the same process on the same inputs; speedup = torch / hsma (> 1: hsma
+faster) in every table. Each time is the median of 3 round medians (``--rounds``), each round a
+median over calls: on CUDA isolated calls timed with CUDA events (device synchronized before each
+call, launch overhead included), plus a "graph" time: N calls captured into one CUDA graph,
+replays timed, divided by N (GPU time only). Every case is checked against a float64
+(complex128) torch solve of a subset (:func:`benchmarks.util.reference_subset`). Without a GPU
+the CPU path runs with smaller sizes and time.perf_counter timing; the GPU targets are then n/a.
+
+Statuses (report.STATUS_HELP): ok; flagged: noisy (round medians disagree by more than
+NOISY_SPREAD), implausible (slower than PLAUSIBLE allows for the case's flops and bytes), capped
+(calls so slow the case hit its time cap, TimingCfg.cap_s, and stopped early); skipped (budget)
+(a suite or --time-budget ran out: not a failure); failed: error, inaccurate, partial. A failing
+case does not stop the run; each suite's CSV is written as soon as the suite ends, so an
+interrupted run keeps the finished suites.
 """
 from __future__ import annotations
 
@@ -67,6 +78,33 @@ _CASE_ALIASES = {
 # rel. error above this flags the case "inaccurate" (inputs have condition number ~5; the
 # kernel-digits factor ~1e3): a loose bound meant to catch real bugs, not rounding.
 _TOL = {torch.float32: 1e-3, torch.complex64: 1e-3, torch.float64: 1e-10, torch.complex128: 1e-10}
+
+# Round medians of one case more than this factor apart (max / min) make it "noisy": on a quiet
+# GPU they agree within a few percent, so 1.5x means something else ran in between.
+NOISY_SPREAD = 1.5
+
+
+@dataclass(frozen=True)
+class Plausible:
+    """Slowest credible cost of one call: fixed + per matrix + flops at ``gflops`` + bytes at ``gbs``."""
+
+    fixed_us: float
+    per_matrix_us: float
+    gflops: float
+    gbs: float
+
+    def max_us(self, flops: float, nbytes: float = 0.0, matrices: int = 1) -> float:
+        return (self.fixed_us + self.per_matrix_us * matrices + flops / (self.gflops * 1e3)
+                + nbytes / (self.gbs * 1e3))
+
+
+# A median above PLAUSIBLE[device].max_us(...) is flagged "implausible" (a stalled or oversubscribed
+# host, not the solver's cost): each term is 10x or more below the slowest case of the H200 runs
+# (cuda) and of 2-core CPU runs (cpu), so a real solve never comes near it.
+PLAUSIBLE = {
+    "cuda": Plausible(fixed_us=2000.0, per_matrix_us=0.5, gflops=100.0, gbs=20.0),
+    "cpu": Plausible(fixed_us=1000.0, per_matrix_us=20.0, gflops=1.0, gbs=1.0),
+}
 
 _STICKY = re.compile(
     r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
@@ -139,7 +177,8 @@ BUDGETS = {
 
 @dataclass
 class TimingCfg:
-    """Timing settings of a suite (see bu.time_cuda_events / bu.time_cuda_graph)."""
+    """Timing settings of a suite (see bu.time_rounds / bu.time_cuda_graph). target_s, min_reps,
+    max_reps and max_s are for all rounds of a measurement together."""
 
     warmup: int = 3
     target_s: float = 0.05
@@ -147,6 +186,8 @@ class TimingCfg:
     max_reps: int = 200
     max_s: Optional[float] = None
     warm_after_s: float = 0.02  # a first call at least this slow counts as the warm-up
+    rounds: int = 3  # the case's time: the median of the round medians
+    cap_s: Optional[float] = 5.0  # seconds of timing per contender of a case; past it: "capped"
     graph: bool = True
     graph_max_us: float = 5000.0  # no graph timing when an eager time exceeds this
     graph_replay_s: float = 1e-3
@@ -156,29 +197,34 @@ class TimingCfg:
     graph_max_reps: int = 50
 
 
+# cap_s: a few times the slowest case's timing on the device (H200: 16384 complex128, about 0.4 s
+# per call; CPU path: well under 0.1 s), so only far too slow calls hit it.
 TIMING = {
     "gpu": dict(
-        small=TimingCfg(target_s=0.05, min_reps=10, max_reps=200, graph_replay_s=1e-3, graph_max_calls=100,
-                        graph_target_s=0.02, graph_max_reps=50),
-        batched=TimingCfg(target_s=0.1, min_reps=5, max_reps=100, max_s=0.5, graph_replay_s=2e-3, graph_max_calls=50,
-                          graph_target_s=0.05, graph_min_reps=5, graph_max_reps=50),
-        large=TimingCfg(warmup=2, target_s=0.2, min_reps=3, max_reps=50, max_s=0.6, graph_max_us=3000.0,
+        small=TimingCfg(target_s=0.05, min_reps=10, max_reps=200, cap_s=2.0, graph_replay_s=1e-3,
+                        graph_max_calls=100, graph_target_s=0.02, graph_max_reps=50),
+        batched=TimingCfg(target_s=0.1, min_reps=6, max_reps=100, max_s=0.5, cap_s=3.0, graph_replay_s=2e-3,
+                          graph_max_calls=50, graph_target_s=0.05, graph_min_reps=5, graph_max_reps=50),
+        large=TimingCfg(warmup=2, target_s=0.2, min_reps=3, max_reps=50, max_s=0.6, cap_s=10.0, graph_max_us=3000.0,
                         graph_replay_s=5e-3, graph_max_calls=20, graph_target_s=0.05, graph_min_reps=3,
                         graph_max_reps=20),
-        ablation=TimingCfg(warmup=2, target_s=0.15, min_reps=3, max_reps=50, max_s=0.6, graph_max_us=3000.0,
-                           graph_replay_s=5e-3, graph_max_calls=20, graph_target_s=0.05, graph_min_reps=3,
-                           graph_max_reps=20),
-        split=TimingCfg(warmup=2, target_s=0.1, min_reps=1, max_reps=20, max_s=0.5, graph=False),
+        ablation=TimingCfg(warmup=2, target_s=0.15, min_reps=3, max_reps=50, max_s=0.6, cap_s=10.0,
+                           graph_max_us=3000.0, graph_replay_s=5e-3, graph_max_calls=20, graph_target_s=0.05,
+                           graph_min_reps=3, graph_max_reps=20),
+        split=TimingCfg(warmup=2, target_s=0.1, min_reps=1, max_reps=20, max_s=0.5, cap_s=10.0, graph=False),
     ),
     "cpu": dict(
         # warm_after_s high: on a busy machine a preempted first call must not cut the samples to one
-        small=TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=30, warm_after_s=0.25, graph=False),
-        batched=TimingCfg(warmup=1, target_s=0.03, min_reps=3, max_reps=20, max_s=1.0, warm_after_s=0.25,
+        small=TimingCfg(warmup=1, target_s=0.01, min_reps=9, max_reps=30, warm_after_s=0.25, cap_s=2.0,
+                        graph=False),
+        batched=TimingCfg(warmup=1, target_s=0.03, min_reps=6, max_reps=20, max_s=1.0, warm_after_s=0.25, cap_s=3.0,
                           graph=False),
-        large=TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25, graph=False),
+        large=TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25, cap_s=5.0,
+                        graph=False),
         ablation=TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25,
-                           graph=False),
-        split=TimingCfg(warmup=1, target_s=0.05, min_reps=1, max_reps=10, max_s=1.0, warm_after_s=0.25, graph=False),
+                           cap_s=5.0, graph=False),
+        split=TimingCfg(warmup=1, target_s=0.05, min_reps=1, max_reps=10, max_s=1.0, warm_after_s=0.25, cap_s=5.0,
+                        graph=False),
     ),
 }
 
@@ -318,12 +364,43 @@ TORCH = Contender("torch", torch_call, checked=False)
 # Running one case
 
 
-def _time_eager(fn, is_cuda, cfg, warm):
-    """Median of isolated calls of fn with the suite's settings: CUDA events on a GPU, perf_counter
-    on the CPU (see bu.time_cuda_events / bu.time_cpu)."""
-    timer = bu.time_cuda_events if is_cuda else bu.time_cpu
-    return timer(fn, warmup=cfg.warmup, target_s=cfg.target_s, min_reps=cfg.min_reps, max_reps=cfg.max_reps,
-                 max_s=cfg.max_s, warm=warm)
+def _time_eager(fn, device, cfg: TimingCfg, warm: bool, first_s: float = 0.0) -> "bu.Timing":
+    """The case's time of fn: cfg.rounds rounds, each a median over isolated calls (CUDA events on a
+    GPU, perf_counter on the CPU), then the median of the round medians, within cfg.cap_s
+    (bu.time_rounds). A first call (``first_s``) already past the cap is the only sample: capped."""
+    if cfg.cap_s is not None and first_s > cfg.cap_s:
+        return bu.Timing.from_rounds([first_s * 1e6], capped=True)
+    return bu.time_rounds(fn, device, rounds=cfg.rounds, cap_s=cfg.cap_s, warm=warm, warmup=cfg.warmup,
+                          target_s=cfg.target_s, min_reps=cfg.min_reps, max_reps=cfg.max_reps, max_s=cfg.max_s)
+
+
+def timing_flags(timings: dict, device_type: str, flops: float, nbytes: float = 0.0, matrices: int = 1) -> tuple:
+    """(status, notes) of the timings {name: bu.Timing} of one case: the first of capped,
+    implausible (median above PLAUSIBLE's bound for the flops and bytes), noisy (round spread above
+    NOISY_SPREAD) that any of them has, else ok; a note per finding."""
+    limit = PLAUSIBLE.get(device_type, PLAUSIBLE["cpu"]).max_us(flops, nbytes, matrices)
+    found, notes = set(), []
+    for name, t in timings.items():
+        if t.capped:
+            found.add(rp.CAPPED)
+            notes.append(f"{name} capped after {t.rounds} round(s) at {f_us(t.median_us)} us per call")
+        if _finite(t.median_us) and t.median_us > limit:
+            found.add(rp.IMPLAUSIBLE)
+            notes.append(f"{name} {f_us(t.median_us)} us per call > {f_us(limit)} us plausible here")
+        if _finite(t.spread) and t.spread > NOISY_SPREAD:
+            found.add(rp.NOISY)
+            notes.append(f"{name} rounds {f_us(min(t.rounds_us))}-{f_us(max(t.rounds_us))} us "
+                         f"({t.spread:.2f}x > {NOISY_SPREAD:g}x)")
+    return next((f for f in rp.FLAGGED if f in found), rp.OK), notes
+
+
+def record_timing(row: dict, name: str, t: "bu.Timing") -> None:
+    """<name>_us (median of the round medians), _min_us, _reps, _spread, _rounds_us; rounds = the
+    fewest rounds of the row's contenders."""
+    row[f"{name}_us"], row[f"{name}_min_us"], row[f"{name}_reps"] = t.median_us, t.min_us, t.reps
+    row[f"{name}_spread"] = t.spread
+    row[f"{name}_rounds_us"] = ";".join(f"{x:.6g}" for x in t.rounds_us)
+    row["rounds"] = t.rounds if not row.get("rounds") else min(row["rounds"], t.rounds)
 
 
 def _short(e: BaseException, limit: int = 160, root: bool = False) -> str:
@@ -366,21 +443,29 @@ def base_row(case: Case, dtype, names=("hsma", "torch")) -> dict:
         suite=case.suite, case=case.case, shape=case.shape, dtype=bu.dtype_name(dtype), batch=case.batch_count,
         m=case.m, n=case.n, left=case.left, upper=case.upper, trans=case.trans, unit=case.unit,
         flops=bu.trsm_flops(case.m, case.n, batch=case.batch_count, left=case.left, is_complex=dtype.is_complex),
-        status="", note="",
+        status="", note="", rounds=0,
     )
     for p in names:
         row.update({f"{p}_us": nan, f"{p}_min_us": nan, f"{p}_reps": 0, f"{p}_graph_us": nan,
-                    f"{p}_graph_calls": 0, f"{p}_rel_err": nan})
+                    f"{p}_graph_calls": 0, f"{p}_rel_err": nan, f"{p}_spread": nan, f"{p}_rounds_us": ""})
     return row
+
+
+def case_bytes(case: Case, dtype) -> int:
+    """Least memory traffic of the case's solve (bu.trsm_bytes)."""
+    return bu.trsm_bytes(case.m, case.n, itemsize=dtype.itemsize, batch=case.batch_count, a_batch=case.a_count,
+                         left=case.left, unit=case.unit)
 
 
 def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH), extra=None) -> dict:
     """Checks and times each contender on one (case, dtype); never raises for their failures.
 
-    Order: a first call of each (its result checked against the float64 reference), isolated
-    event-timed calls of each, then CUDA graph replays of each (when every eager time is below
-    ``cfg.graph_max_us``), then ``extra(A, B, row)`` (suite-specific measurements). Columns
-    ``<name>_us``, ``_min_us``, ``_reps``, ``_graph_us``, ``_graph_calls``, ``_rel_err``.
+    Order: a first call of each (its result checked against the float64 reference), the rounds
+    of isolated calls of each (:func:`_time_eager`), then CUDA graph replays of each (when every
+    eager time is below ``cfg.graph_max_us``), then ``extra(A, B, row)`` (suite-specific
+    measurements). Columns ``<name>_us``, ``_min_us``, ``_reps``, ``_graph_us``, ``_graph_calls``,
+    ``_rel_err``, ``_spread``, ``_rounds_us`` and ``rounds``; the status is a failure's, else
+    :func:`timing_flags`'s.
     """
     names = [c.name for c in contenders]
     row = base_row(case, dtype, names)
@@ -389,7 +474,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
     try:
         A, B = make_inputs(case, dtype, device)
     except Exception as e:  # noqa: BLE001
-        row.update(status="error", note="inputs: " + _short(e))
+        row.update(status=rp.ERROR, note="inputs: " + _short(e))
         return row
     fns = {c.name: c.make(case, A, B) for c in contenders}
 
@@ -425,15 +510,17 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
     if failed:
         _cleanup(device)
 
-    # isolated eager calls
+    # rounds of isolated eager calls
+    timings = {}
     for c in contenders:
         if c.name in failed:
             continue
-        warm = first_s.get(c.name, 0.0) >= cfg.warm_after_s
+        fs = first_s.get(c.name, 0.0)
         try:
             with bu.env_override(c.env):
-                t = _time_eager(fns[c.name], is_cuda, cfg, warm)
-            row[f"{c.name}_us"], row[f"{c.name}_min_us"], row[f"{c.name}_reps"] = t.median_us, t.min_us, t.reps
+                t = _time_eager(fns[c.name], device, cfg, fs >= cfg.warm_after_s, fs)
+            timings[c.name] = t
+            record_timing(row, c.name, t)
         except Exception as e:  # noqa: BLE001
             failed.add(c.name)
             notes.append(f"{c.name} timing: " + _short(e))
@@ -471,15 +558,17 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
     tol = _TOL.get(dtype, 1e-3)
     bad = [c.name for c in contenders if c.checked and c.name not in failed and "reference" not in failed
            and not (row[f"{c.name}_rel_err"] <= tol)]  # NaN counts as inaccurate
+    flag, flag_notes = timing_flags(timings, device.type, row["flops"], case_bytes(case, dtype), case.batch_count)
+    notes += flag_notes
     if any(c.checked and c.name in failed for c in contenders):
-        status = "error"
+        status = rp.ERROR
     elif bad:
-        status = "inaccurate"
+        status = rp.INACCURATE
         notes += [f"{n} rel_err {row[f'{n}_rel_err']:.2e} > tol {tol:.0e}" for n in bad]
     elif failed:
-        status = "partial"
+        status = rp.PARTIAL
     else:
-        status = "ok"
+        status = flag
     row.update(status=status, note="; ".join(notes))
     return row
 
@@ -522,7 +611,7 @@ class Ctx:
         base = TIMING["gpu" if self.is_cuda else "cpu"][suite]
         cfg = TimingCfg(**vars(base))
         cfg.graph = cfg.graph and self.args.graph
-        for k in ("target_s", "min_reps", "max_reps"):
+        for k in ("target_s", "min_reps", "max_reps", "rounds"):
             v = getattr(self.args, k, None)
             if v is not None:
                 setattr(cfg, k, v)
@@ -546,7 +635,8 @@ class SuiteResult:
 
 def run_jobs(ctx: Ctx, suite: str, jobs, table: Table, run_one, skipped_row) -> list:
     """Runs ``run_one(job) -> row`` for each job with the suite's time budget and the sticky-
-    error guard, printing each row as it finishes; a job past the budget gets ``skipped_row``."""
+    error guard, printing each row as it finishes; a job past the budget gets ``skipped_row`` with
+    status "skipped (budget)" (after a lost CUDA context: "skipped (context lost)")."""
     rows = []
     t0 = time.perf_counter()
     budget = ctx.budget(suite)
@@ -556,20 +646,21 @@ def run_jobs(ctx: Ctx, suite: str, jobs, table: Table, run_one, skipped_row) -> 
         for job in bar:
             now = time.perf_counter()
             if ctx.lost_context:
-                row = dict(skipped_row(job), status="skipped", note=f"CUDA context lost earlier ({ctx.lost_context})")
+                row = dict(skipped_row(job), status=rp.SKIPPED_CONTEXT,
+                           note=f"CUDA context lost earlier ({ctx.lost_context})")
             elif budget > 0 and now - t0 > budget:
-                row = dict(skipped_row(job), status="skipped",
+                row = dict(skipped_row(job), status=rp.SKIPPED_BUDGET,
                            note=f"suite time budget of {budget:g} s used up (--budget-scale 0: no limit)")
             elif ctx.deadline and now > ctx.deadline:
-                row = dict(skipped_row(job), status="skipped", note="--time-budget used up")
+                row = dict(skipped_row(job), status=rp.SKIPPED_BUDGET, note="--time-budget used up")
             else:
                 try:
                     row = run_one(job)
                 except Exception as e:  # noqa: BLE001 - keep going whatever happens
-                    row = dict(skipped_row(job), status="error", note=_short(e))
-                if row.get("status") == "error":
+                    row = dict(skipped_row(job), status=rp.ERROR, note=_short(e))
+                if row.get("status") == rp.ERROR:
                     _cleanup(ctx.device)
-                if ctx.is_cuda and row.get("status") != "ok" and _STICKY.search(row.get("note", "")):
+                if ctx.is_cuda and row.get("status") in rp.FAILED and _STICKY.search(row.get("note", "")):
                     ctx.lost_context = f"{suite} {row.get('shape', '')} {row.get('dtype', '')}"
             rows.append(row)
             bu.log(table.row(row))
@@ -602,7 +693,10 @@ def _timing_cols(names=("hsma", "torch")):
 
 
 def _tail(names=("hsma", "torch")):
-    return [f"{p}_rel_err" for p in names] + ["status", "note"]
+    """rel errors, status, note, then the round columns (added after note, so the earlier columns
+    keep their places)."""
+    return ([f"{p}_rel_err" for p in names] + ["status", "note", "rounds"] + [f"{p}_spread" for p in names]
+            + [f"{p}_rounds_us" for p in names])
 
 
 _C_CASE = Col("case", 16, lambda r: r["case"], left=True)
@@ -699,8 +793,8 @@ def suite_small(ctx: Ctx) -> SuiteResult:
         Target("no case slower than torch (eager and graph)", lambda r: r["case"] != "kernel-ablation",
                [("eager", "speedup"), ("graph", "graph_speedup")], ">=", 1.0, aggregate=True),
     ]
-    cols = (_BASE + _timing_cols() + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops",
-                                      "torch_graph_gflops", "small_kernel", "vs_pipeline", "vs_pipeline_graph"] + _tail())
+    cols = (_BASE + _timing_cols() + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops", "torch_graph_gflops",
+                                      "small_kernel", "vs_pipeline", "vs_pipeline_graph"] + _tail())
     method = ("Single solves (no batch), left lower non-unit unless the case says otherwise; trans cases call "
               "hsma_trsm.trsm(trans=...) and torch on A.mT / A.mH. GFLOP/s from m²n flops (mn² right; x4 complex).")
     return SuiteResult(rows, cols, table, "small: single solves, m <= 64 (issue 3)", method, targets, extra_md)
@@ -837,7 +931,8 @@ def suite_large(ctx: Ctx) -> SuiteResult:
     table = Table([
         _C_CASE, _shape_col(24), _C_DTYPE,
         *_C_EAGER, _C_GRAPH[2],
-        Col("hsma TF/s", 9, lambda r: f_rate(r["hsma_tflops"])), Col("torch TF/s", 10, lambda r: f_rate(r["torch_tflops"])),
+        Col("hsma TF/s", 9, lambda r: f_rate(r["hsma_tflops"])),
+        Col("torch TF/s", 10, lambda r: f_rate(r["torch_tflops"])),
         Col("GEMM TF/s", 9, lambda r: f_rate(r["gemm_tflops"])), Col("%GEMM", 6, lambda r: f_pct(r["hsma_gemm_pct"])),
         Col("NB", 9, lambda r: f"{r['nb']} {r['variant'][:3]}" if r.get("nb") else "-"),
         Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])),
@@ -853,8 +948,8 @@ def suite_large(ctx: Ctx) -> SuiteResult:
                 t0 = time.perf_counter()
                 fn()
                 _sync(ctx.device)
-                warm = time.perf_counter() - t0 >= cfg.warm_after_s
-                t = _time_eager(fn, ctx.is_cuda, cfg, warm)
+                first = time.perf_counter() - t0
+                t = _time_eager(fn, ctx.device, cfg, first >= cfg.warm_after_s, first)
                 gemm_cache[key] = (t.median_us, t.reps)
             row["gemm_us"], row["gemm_reps"] = gemm_cache[key]
         return measure
@@ -933,7 +1028,7 @@ def suite_ablation(ctx: Ctx) -> SuiteResult:
         Col("NB adapt.", 14, lambda r: f"{r['nb_adaptive']} {r['variant_adaptive']}" if r.get("nb_adaptive") else "-"),
         Col("NB fixed", 14, lambda r: f"{r['nb_fixed']} {r['variant_fixed']}" if r.get("nb_fixed") else "-"),
         Col("adapt. us", 10, lambda r: f_us(r["adaptive_us"])), Col("fixed us", 10, lambda r: f_us(r["fixed_us"])),
-        Col("speedup", 8, lambda r: f_x(r["speedup"])), Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])),
+        Col("fixed/adapt", 11, lambda r: f_x(r["speedup"])), Col("gr.fix/ad", 9, lambda r: f_x(r["graph_speedup"])),
         Col("adapt TF/s", 10, lambda r: f_rate(r["adaptive_tflops"])),
         Col("fixed TF/s", 10, lambda r: f_rate(r["fixed_tflops"])),
         Col("rel err", 8, lambda r: f_err(max(r["adaptive_rel_err"], r["fixed_rel_err"]))
@@ -971,14 +1066,15 @@ def suite_ablation(ctx: Ctx) -> SuiteResult:
     for dt in ctx.dtypes:
         sel = [r for r in rows if r["dtype"] == bu.dtype_name(dt)]
         if sel:
-            bu.log(f"  geomean adaptive/fixed speedup {bu.dtype_name(dt):<10} {f_x(rp.geomean(r['speedup'] for r in sel))}"
+            bu.log(f"  geomean fixed/adaptive time {bu.dtype_name(dt):<10} {f_x(rp.geomean(r['speedup'] for r in sel))}"
                    f" over {len(sel)} sizes")
     cols = (_BASE + ["nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"] + _timing_cols(names)
             + ["adaptive_tflops", "fixed_tflops"] + _tail(names))
     extra = "" if ctx.is_cuda else " CPU path: LAPACK, no blocking, so NB has no effect and is not looked up."
     method = (f"hsma alone, square left-lower solves: the block-size table's NB (adaptive; HSMA_TRSM_NB unset) "
               f"against HSMA_TRSM_NB={FIXED_NB} (fixed), HSMA_TRSM_VARIANT unset for both (the table's variant). "
-              "speedup = fixed time / adaptive time (> 1: the adaptive choice is faster). Timing as in large." + extra)
+              "No torch here: fixed/adapt = fixed time / adaptive time (> 1: the adaptive choice is faster; the "
+              "CSV's speedup column). Timing as in large." + extra)
     return SuiteResult(rows, cols, table, f"ablation: adaptive NB vs fixed NB = {FIXED_NB} (issue 5)", method)
 
 
@@ -1026,9 +1122,11 @@ def suite_split(ctx: Ctx) -> SuiteResult:
             ref, select = bu.reference_subset(A, B)
             row["hsma_rel_err"] = bu.rel_error(select(X), ref)
             del X, ref
-            warm = first >= cfg.warm_after_s
-            t = _time_eager(fn, ctx.is_cuda, cfg, warm)
-            row["call_us"], row["hsma_us"], row["hsma_reps"] = t.median_us, t.median_us, t.reps
+            t = _time_eager(fn, ctx.device, cfg, first >= cfg.warm_after_s, first)
+            record_timing(row, "hsma", t)
+            row["call_us"] = t.median_us
+            flag, flag_notes = timing_flags({"hsma": t}, ctx.device.type, row["flops"], case_bytes(case, dt))
+            notes += flag_notes
             calls = 1 if t.median_us > 20000 else 5
             kernels = bu.profile_kernels(fn, ctx.device, calls=calls)
             row.update(bu.split_kernel_times(kernels, calls=calls))
@@ -1043,11 +1141,11 @@ def suite_split(ctx: Ctx) -> SuiteResult:
             tol = _TOL.get(dt, 1e-3)
             if not (row["hsma_rel_err"] <= tol):
                 notes.append(f"rel_err {row['hsma_rel_err']:.2e} > tol {tol:.0e}")
-                row["status"] = "inaccurate"
+                row["status"] = rp.INACCURATE
             else:
-                row["status"] = "ok" if kernels else "partial"
+                row["status"] = flag if kernels else rp.PARTIAL
         except Exception as e:  # noqa: BLE001
-            row["status"] = "error"
+            row["status"] = rp.ERROR
             notes.append(_short(e))
         row["note"] = "; ".join(notes)
         del A, B, fn
@@ -1060,13 +1158,15 @@ def suite_split(ctx: Ctx) -> SuiteResult:
     rows = run_jobs(ctx, "split", jobs, table, run_one, skipped)
     cols = (["suite", "case", "shape", "dtype", "m", "n", "flops", "call_us", "hsma_reps", "profiled_calls", "activity",
              "kernel_us", "kernels"] + [f"{c}_us" for c in _SPLIT_CATS] + [f"{c}_pct" for c in _SPLIT_CATS]
-            + ["gap_us", "nb", "variant", "top_other", "hsma_rel_err", "status", "note"])
+            + ["gap_us", "nb", "variant", "top_other", "hsma_rel_err", "status", "note", "rounds", "hsma_spread",
+               "hsma_rounds_us"])
     if ctx.is_cuda:
         method = ("hsma alone, square left-lower solves. torch.profiler (CPU + CUDA activities) over 5 calls (1 above "
                   "20 ms), each synchronized; kernel (and memcpy/memset) times summed by name per call: inverse = "
                   "'diag_inverse', small = 'small_solve' / 'small_pipeline', gemm = cuBLAS/CUTLASS names (gemm, gemv, "
-                  "cutlass, xmma, nvjet, splitKreduce), other = the rest (top_other names them). Percentages are of the "
-                  "summed kernel time; call us = median isolated event-timed call outside the profiler; gap = call - "
+                  "cutlass, xmma, nvjet, splitKreduce), other = the rest (top_other names them). Percentages are of "
+                  "the summed kernel time; call us = the case's time outside the profiler (median of round medians "
+                  "of isolated event-timed calls); gap = call - "
                   "kernel time (launch gaps, host work).")
     else:
         method = ("CPU path: no kernels; the profiler's CPU ops are summed by self time with the same name rules "
@@ -1104,7 +1204,7 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
         Col("shape", 12, lambda r: r["shape"], left=True), Col("api", 30, lambda r: r["api"], left=True),
         Col("host us", 8, lambda r: f_us(r["host_us"])), Col("min us", 8, lambda r: f_us(r["host_min_us"])),
         Col("wall us", 8, lambda r: f_us(r["wall_us"])), Col("-floor", 7, lambda r: f_us(r["over_floor_us"])),
-        Col("/torch", 7, lambda r: f_x(r["vs_torch"])),
+        Col("speedup", 8, lambda r: f_x(r["speedup"])),
         Col("eager us", 9, lambda r: f_us(r["eager_us"])),
         Col("rel err", 8, lambda r: f_err(r["rel_err"])),
         _C_STATUS,
@@ -1115,8 +1215,8 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
         m, n, label, _ = job
         return dict(suite="overhead", case="single", shape=f"m={m} n={n}", dtype=bu.dtype_name(dt), m=m, n=n,
                     api=label, calls=calls, repeats=repeats, host_us=math.nan, host_min_us=math.nan,
-                    wall_us=math.nan, over_floor_us=math.nan, vs_torch=math.nan, eager_us=math.nan, rel_err=math.nan,
-                    status="", note="")
+                    wall_us=math.nan, over_floor_us=math.nan, speedup=math.nan, eager_us=math.nan, rel_err=math.nan,
+                    status="", note="", rounds=0, host_spread=math.nan, eager_spread=math.nan)
 
     def run_one(job):
         m, n, label, make = job
@@ -1132,22 +1232,30 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
         try:
             if not is_floor:
                 row["rel_err"] = bu.rel_error(select(fn()), ref)
-            row.update(bu.host_overhead(fn, calls=calls, repeats=repeats,
-                                        sync=(torch.cuda.synchronize if ctx.is_cuda else None)))
-            # One isolated call as the small suite times it (the device idle before it): torch.add's
+            host = bu.host_overhead(fn, calls=calls, repeats=repeats,
+                                    sync=(torch.cuda.synchronize if ctx.is_cuda else None))
+            row.update({k: v for k, v in host.items() if k != "host_repeats_us"})
+            # Isolated calls as the small suite times them (the device idle before each): torch.add's
             # is the least any op's eager time can be on this machine.
-            row["eager_us"] = bu.time_fn(fn, ctx.device, max_s=0.2).median_us
+            eager = bu.time_rounds(fn, ctx.device, rounds=getattr(ctx.args, "rounds", 3), max_s=0.2, cap_s=2.0)
+            host_t = bu.Timing.from_rounds(host["host_repeats_us"])
+            row.update(eager_us=eager.median_us, rounds=eager.rounds, host_spread=host_t.spread,
+                       eager_spread=eager.spread)
+            flag, notes = timing_flags({"host": host_t, "eager": eager}, ctx.device.type,
+                                       bu.trsm_flops(m, n), bu.trsm_bytes(m, n, itemsize=dt.itemsize))
             bad = not is_floor and not (row["rel_err"] <= _TOL[dt])
-            row["status"] = "inaccurate" if bad else "ok"
+            if bad:
+                notes.append(f"rel_err {row['rel_err']:.2e} > tol {_TOL[dt]:.0e}")
+            row.update(status=rp.INACCURATE if bad else flag, note="; ".join(notes))
         except Exception as e:  # noqa: BLE001
-            row.update(status="error", note=_short(e))
+            row.update(status=rp.ERROR, note=_short(e))
         if is_floor:
             floor[(m, n)] = row["host_us"]
         if label == "torch.linalg.solve_triangular":
             ref_torch[(m, n)] = row["host_us"]
         f = floor.get((m, n), math.nan)
         row["over_floor_us"] = row["host_us"] - f if _finite(f) and _finite(row["host_us"]) else math.nan
-        row["vs_torch"] = ratio(row["host_us"], ref_torch.get((m, n), math.nan))
+        row["speedup"] = ratio(ref_torch.get((m, n), math.nan), row["host_us"])
         return row
 
     def skipped(job):
@@ -1156,13 +1264,15 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
     rows = run_jobs(ctx, "overhead", jobs, table, run_one, skipped)
     inputs.clear()
     cols = ["suite", "case", "shape", "dtype", "m", "n", "api", "calls", "repeats", "host_us", "host_min_us", "wall_us",
-            "over_floor_us", "vs_torch", "eager_us", "rel_err", "status", "note"]
+            "over_floor_us", "speedup", "eager_us", "rel_err", "status", "note", "rounds", "host_spread",
+            "eager_spread"]
     method = (f"float32, left lower. {calls} calls back to back without synchronization between two perf_counter "
               f"readings, median (min) over {repeats} repeats of the time / calls = host us; wall us adds the final "
-              "synchronize (GPU-bound when the GPU work per call exceeds the host's). -floor = host us minus torch.add's "
-              "(a native elementwise op on B); /torch = host us / torch.linalg.solve_triangular's. eager us = the median "
-              "isolated call timed with CUDA events as in the small suite (device synchronized before each call): "
-              "torch.add's is the floor of any op's eager time. Callables bound once (no attribute lookups in the loop).")
+              "synchronize (GPU-bound when the GPU work per call exceeds the host's). -floor = host us minus "
+              "torch.add's (a native elementwise op on B); speedup = torch.linalg.solve_triangular's host us / this "
+              "row's. eager us = the case's time of isolated calls as in the small suite (device synchronized before "
+              "each call): torch.add's is the floor of any op's eager time. Callables bound once (no attribute "
+              "lookups in the loop).")
     return SuiteResult(rows, cols, table, "overhead: host time per call", method)
 
 
@@ -1216,9 +1326,10 @@ def parse_args(argv=None):
     p.add_argument("--dtypes", default="float32,float64,complex64,complex128",
                    help="comma-separated dtypes (float32, float64, complex64, complex128; f32/f64/c64/c128); "
                         "the overhead suite is float32 only")
-    p.add_argument("--out", default=os.path.join("benchmarks", "results"),
-                   help="directory for the CSV and Markdown files (default: benchmarks/results)")
-    p.add_argument("--tag", default="", help="suffix for the file names (e.g. run2)")
+    p.add_argument("--out", default=None,
+                   help="folder for <suite>.csv and report.md (default: <repo>/out/bench/<gpu-or-cpu-slug>/)")
+    p.add_argument("--curated", action="store_true",
+                   help="write the committed results, <repo>/benchmarks/results/<gpu-slug>/ (GPU runs only)")
     p.add_argument("--no-save", action="store_true", help="do not write the CSV / Markdown files")
     p.add_argument("--list", action="store_true", help="print the cases of the selected suites and exit")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
@@ -1227,6 +1338,8 @@ def parse_args(argv=None):
                    "(default per suite)")
     p.add_argument("--min-reps", type=int, default=None, help="minimum timed calls (default per suite)")
     p.add_argument("--max-reps", type=int, default=None, help="maximum timed calls (default per suite)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds per case; its time is the median of the round medians (default 3)")
     p.add_argument("--budget-scale", type=float, default=1.0,
                    help="scales each suite's time budget, after which it skips its remaining cases (0 = no limit)")
     p.add_argument("--time-budget", type=float, default=0.0,
@@ -1235,7 +1348,9 @@ def parse_args(argv=None):
                    help="torch CPU threads (torch.set_num_threads; default: torch's own choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("--strict", action="store_true", help="exit with status 1 if any case is not ok")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with status 1 if any case failed (error, inaccurate, partial) or the run was "
+                        "interrupted; flagged (noisy, implausible, capped) and skipped (budget) cases do not count")
     args = p.parse_args(argv)
     if args.cases is not None and args.suite is None:
         mapped = _parse_list(args.cases, lambda s: _CASE_ALIASES.get(s.lower()), "case",
@@ -1248,18 +1363,40 @@ def parse_args(argv=None):
         p.error(str(e))
     if not args.dtypes:
         p.error("nothing to run: empty --dtypes")
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    if args.curated and args.out:
+        p.error("--curated names the output folder itself: give --curated or --out, not both")
     return args
 
 
-def output_names(env: dict, suites, tag: str = "") -> dict:
-    """File names: '<suite>_<slug>_<date>[_<tag>].csv' per suite and 'report' ->
-    'bench_<slug>_<date>[_<suites>][_<tag>].md' (the suites only when not all of them)."""
-    suffix = f"_{tag}" if tag else ""
-    base = f"{env['gpu_slug']}_{env['date']}"
-    names = {s: f"{s}_{base}{suffix}.csv" for s in suites}
-    sub = "" if list(suites) == list(SUITES) else "_" + "-".join(suites)
-    names["report"] = f"bench_{base}{sub}{suffix}.md"
+def output_names(suites) -> dict:
+    """File names inside the output folder: '<suite>.csv' per suite and 'report' -> 'report.md'
+    (no date or tag: the run is identified by the files' '# key: value' lines)."""
+    names = {s: f"{s}.csv" for s in suites}
+    names["report"] = "report.md"
     return names
+
+
+def resolve_out_dir(out: Optional[str], curated: bool, env: dict, is_cuda: bool, root: Optional[str] = None) -> str:
+    """The run's output folder: ``out`` (relative to the working directory), or with ``curated``
+    ``<repo>/benchmarks/results/<gpu-slug>/``, else ``<repo>/out/bench/<slug>/`` (bu.default_out_dir;
+    the repository is found from this file, never the working directory). The curated results are
+    GPU results: a CPU run into benchmarks/results raises SystemExit."""
+    root = root or bu.REPO_ROOT
+    results = os.path.join(root, bu.RESULTS_DIR)
+    if curated:
+        if not is_cuda:
+            raise SystemExit("--curated: refused on the CPU path; benchmarks/results/ holds GPU results only "
+                             "(a CPU run writes to out/bench/ by default, or give --out)")
+        return bu.curated_dir(env, root)
+    if out:
+        path = os.path.abspath(out)
+        if not is_cuda and bu.is_within(path, results):
+            raise SystemExit(f"--out {out}: refused on the CPU path; {bu.RESULTS_DIR}/ holds curated GPU results "
+                             "only (use the default out/bench/ or another folder)")
+        return path
+    return bu.default_out_dir(env, root)
 
 
 def _mode(is_cuda: bool, quick: bool, full: bool) -> str:
@@ -1316,7 +1453,7 @@ def _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows,
         if evaluated:
             print(f"targets ({rp.target_counts(evaluated)}):")
             print("\n".join(rp.target_lines(evaluated)))
-        print(f"{suite}: {len(res.rows)} rows in {times[suite]:.1f} s", flush=True)
+        print(f"{suite}: {len(res.rows)} rows ({rp.status_summary(res.rows)}) in {times[suite]:.1f} s", flush=True)
         all_targets += evaluated
         all_rows += res.rows
         title = res.title + (" (interrupted: partial)" if ctx.interrupted else "")
@@ -1329,7 +1466,7 @@ def _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows,
                 report_path = os.path.join(args.out, names["report"])
                 with open(report_path, "w") as f:
                     f.write(rp.markdown_report(header, intro, reports))
-                print(f"wrote {path} (and {names['report']})")
+                print(f"wrote {path} (and {names['report']})", flush=True)
             except OSError as e:
                 print(f"could not write results: {_short(e)}", file=sys.stderr)
         if ctx.interrupted:
@@ -1385,28 +1522,38 @@ def main(argv=None) -> int:
         print(f"device: CPU ({env['cpu']}, {env['threads']} threads)")
     print(f"torch {env['torch']}, cuda {env['cuda']}, hip {env['hip']}, hsma_trsm {env['hsma_trsm']} "
           f"(git {env['git']}), date {env['date']}, float32 matmul precision {env['float32_matmul_precision']}")
+    out = None if args.no_save else resolve_out_dir(args.out, args.curated, env, is_cuda)
     print(f"suites: {', '.join(args.suites)} ({mode} sizes); dtypes: {', '.join(map(bu.dtype_name, args.dtypes))}; "
-          "speedup = torch / hsma; 'gr.' = CUDA graph replay per call (GPU time only)", flush=True)
+          f"{rp.SPEEDUP_NOTE}; 'gr.' = CUDA graph replay per call (GPU time only); each time the median of "
+          f"{args.rounds} round medians", flush=True)
+    print(f"output: {out if out else 'none (--no-save)'}", flush=True)
+    if out and bu.is_within(out, os.path.join(bu.REPO_ROOT, bu.RESULTS_DIR)) and \
+            os.path.basename(os.path.normpath(out)) != bu.run_slug(env):
+        print(f"WARNING: {out} is in the curated results but not this GPU's folder ({bu.run_slug(env)})", flush=True)
     for k in ("HSMA_TRSM_NB", "HSMA_TRSM_VARIANT", "HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_TABLE"):
         if os.environ.get(k):
             print(f"note: {k}={os.environ[k]} is set in the environment (the ablations set/unset it themselves)")
 
     ctx = Ctx(device=device, mode=mode, dtypes=args.dtypes, args=args, env=env, budget_scale=args.budget_scale,
               deadline=(t_start + args.time_budget) if args.time_budget > 0 else 0.0, plan=plan)
-    names = output_names(env, args.suites, args.tag)
-    header = bu.result_header(env)
-    intro = ("hsma_trsm against torch.linalg.solve_triangular, same process and inputs. " + (
-        "eager = median of isolated calls timed with CUDA events (device synchronized before each, launch "
-        "overhead included); graph = per-call time of N calls captured in one CUDA graph (GPU time only). "
-        if is_cuda else "CPU path: median of time.perf_counter() around single calls (no graph times). ")
-        + "speedup = torch time / hsma time (> 1: hsma faster). rel err = ||X - X_ref|| / ||X_ref|| against a "
-        "float64 (complex128) torch solve of the first <= 64 batch entries and <= 32 columns (rows for right "
-        "solves). Targets from the issues: PASS / MISS on the values shown"
-        + ("." if is_cuda else "; n/a on the CPU path (they are GPU targets)."))
+    names = output_names(args.suites)
+    header = bu.result_header(env, rounds=args.rounds)
+    intro = (f"hsma_trsm against torch.linalg.solve_triangular, same process and inputs; **{rp.SPEEDUP_NOTE}**. "
+             f"Every time is the median of {args.rounds} round medians, each round a median over calls: " + (
+                 "eager = isolated calls timed with CUDA events (device synchronized before each, launch overhead "
+                 "included); graph = per-call time of N calls captured in one CUDA graph (GPU time only). "
+                 if is_cuda else "CPU path: time.perf_counter() around single calls (no graph times). ")
+             + f"A case is noisy when its round medians differ by more than {NOISY_SPREAD:g}x, implausible when a "
+             "median exceeds the slowest credible time for its flops and bytes on this device, capped when its "
+             "calls hit the case's time cap. rel err = ||X - X_ref|| / ||X_ref|| against a float64 (complex128) "
+             "torch solve of the first <= 64 batch entries and <= 32 columns (rows for right solves). Targets "
+             "from the issues: PASS / MISS on the values shown"
+             + ("." if is_cuda else "; n/a on the CPU path (they are GPU targets)."))
     if is_cuda:
         bu.gpu_warmup(0.5)  # clocks up, CUDA / cuBLAS initialised before the first case
-    if not args.no_save:
-        os.makedirs(args.out, exist_ok=True)
+    args.out = out
+    if out:
+        os.makedirs(out, exist_ok=True)
 
     reports, all_targets, all_rows, times = [], [], [], {}
     interrupted = False
@@ -1425,16 +1572,28 @@ def main(argv=None) -> int:
 
     print("\n== summary")
     for s, t in times.items():
-        print(f"  {s:<9} {t:6.1f} s")
+        rows = [r for r in all_rows if r.get("suite") == s]
+        print(f"  {s:<9} {t:6.1f} s  {rp.status_summary(rows)}")
     print(f"  total     {time.perf_counter() - t_start:6.1f} s (including start-up)")
+    print(f"statuses: {rp.status_summary(all_rows)}")
     if all_targets:
         print(f"targets: {rp.target_counts(all_targets)}")
+    if out:
+        print(f"results: {out}")
     if interrupted:
-        print("interrupted: the finished suites and the finished cases of the interrupted one were saved", file=sys.stderr)
-    not_ok = [r for r in all_rows if r.get("status") != "ok"]
-    if not_ok:
-        print(f"{len(not_ok)} case(s) not ok: see their status column", file=sys.stderr)
-    return 1 if (args.strict and (not_ok or interrupted)) else 0
+        print("interrupted: the finished suites and the finished cases of the interrupted one were saved",
+              file=sys.stderr)
+    failed = rp.count_in(all_rows, rp.FAILED)
+    flagged = rp.count_in(all_rows, rp.FLAGGED)
+    skipped = rp.count_in(all_rows, rp.SKIPPED)
+    if failed:
+        print(f"{failed} case(s) failed ({', '.join(rp.FAILED)}): see their status column", file=sys.stderr)
+    if flagged:
+        print(f"{flagged} case(s) flagged ({', '.join(rp.FLAGGED)}): measured, but do not trust their values",
+              file=sys.stderr)
+    if skipped:
+        print(f"{skipped} case(s) skipped (time budget or lost CUDA context): not run, not failed", file=sys.stderr)
+    return 1 if (args.strict and (failed or interrupted)) else 0
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@
 
 On the current CUDA GPU, for every (dtype, size) it times square left-lower solves (m = n = size)
 for every candidate (NB, variant), forced through HSMA_TRSM_NB / HSMA_TRSM_VARIANT, keeps the
-fastest, and writes the table the C++ lookup reads (default: hsma_trsm/tuning/<gpu>-sm<cc>.csv,
-the file the package picks for this GPU). Point the library at another table with
-HSMA_TRSM_TABLE=path. The full sweep (every candidate's time) goes to --sweep-csv for ablations
-(adaptive vs fixed NB = 128). Candidates with NB < 128 are skipped at sizes >= 8192 (hundreds of
-GEMM launches; never the fastest in our sweeps) unless --all-nb is given.
+fastest, and writes the table the C++ lookup reads (default: <repo>/out/tune/<gpu>-sm<cc>.csv;
+copy it to hsma_trsm/tuning/, the file name the package picks for this GPU, to ship it). Point
+the library at another table with HSMA_TRSM_TABLE=path. The full sweep (every candidate's time)
+goes to --sweep-csv for ablations (adaptive vs fixed NB = 128). Candidates with NB < 128 are
+skipped at sizes >= 8192 (hundreds of GEMM launches; never the fastest in our sweeps) unless
+--all-nb is given.
 """
 import argparse
 import csv
@@ -21,7 +22,6 @@ import torch
 
 from . import util as bu
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 DEFAULT_NBS = [32, 64, 128, 256, 512, 1024]
 
@@ -42,8 +42,15 @@ def time_config(A, B, nb, variant, target_s):
 
 
 def table_path_for_current_gpu():
+    """The package's table for this GPU: <repo>/hsma_trsm/tuning/<gpu-slug>-sm<cc>.csv."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return os.path.join(_HERE, "tuning", f"{bu.slugify(props.name)}-sm{props.major}{props.minor}.csv")
+    name = f"{bu.slugify(props.name)}-sm{props.major}{props.minor}.csv"
+    return os.path.join(bu.REPO_ROOT, "hsma_trsm", "tuning", name)
+
+
+def default_out_path():
+    """Where the tuner writes unless --out is given: <repo>/out/tune/<the package table's name>."""
+    return os.path.join(bu.REPO_ROOT, "out", "tune", os.path.basename(table_path_for_current_gpu()))
 
 
 def write_table(path, best, info):
@@ -64,7 +71,7 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="f32,f64,c64,c128")
     ap.add_argument("--nbs", default=",".join(map(str, DEFAULT_NBS)))
     ap.add_argument("--variants", default="recursive,blocked")
-    ap.add_argument("--out", default=None, help="table file (default: the package's table for this GPU)")
+    ap.add_argument("--out", default=None, help="table file (default: <repo>/out/tune/<gpu>-sm<cc>.csv)")
     ap.add_argument("--sweep-csv", default=None, help="also write every candidate's time here")
     ap.add_argument("--target-s", type=float, default=0.05, help="timed seconds per candidate")
     ap.add_argument("--all-nb", action="store_true", help="also try NB < 128 at sizes >= 8192")
@@ -80,7 +87,7 @@ def main(argv=None):
     dtypes = [bu.parse_dtype(d) for d in args.dtypes.split(",")]
     nbs = [int(s) for s in args.nbs.split(",")]
     variants = args.variants.split(",")
-    out = args.out or table_path_for_current_gpu()
+    out = args.out or default_out_path()
     print(f"tuning on {info['gpu']} (sm {info['capability']}), torch {info['torch']}, CUDA {info['cuda']}")
 
     jobs = []
@@ -95,6 +102,7 @@ def main(argv=None):
     rows, best = [], {}
     sweep = None
     if args.sweep_csv:  # written as it goes, so an interrupted sweep keeps what it measured
+        os.makedirs(os.path.dirname(os.path.abspath(args.sweep_csv)), exist_ok=True)
         sweep = open(args.sweep_csv, "w", newline="")
         sweep.write(f"# gpu: {info['gpu']}\n# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
         sweep_writer = csv.writer(sweep)
@@ -128,7 +136,8 @@ def main(argv=None):
         bar.close()
 
     write_table(out, best, info)
-    print(f"table written to {out}")
+    print(f"table written to {out} (use it: HSMA_TRSM_TABLE={out}; ship it: copy it to "
+          f"{os.path.relpath(os.path.dirname(table_path_for_current_gpu()), bu.REPO_ROOT)}/)")
     if sweep:
         sweep.close()
         print(f"sweep written to {args.sweep_csv}")

@@ -4,7 +4,10 @@ Timing:
     time_cuda_events(fn)  median of isolated calls, each bracketed by CUDA events;
     time_cuda_graph(fn)   N calls captured into one CUDA graph, replays timed, per-call time;
     time_cpu(fn)          median of time.perf_counter() around single calls;
-    time_fn(fn, device)   picks time_cuda_events or time_cpu by device.
+    time_fn(fn, device)   picks time_cuda_events or time_cpu by device;
+    time_rounds(fn, device)
+                          several rounds of time_fn: the median of the round medians, their
+                          spread (max / min), with a time cap.
 All return a :class:`Timing` (microseconds per call). ``fn`` is a zero-argument callable whose
 inputs are fixed tensors (closures); its result is discarded.
 
@@ -20,6 +23,9 @@ Inputs and bookkeeping:
     host_overhead               host time per call issued back to back;
     env_override                set/unset environment variables for a block (HSMA_TRSM_*);
     env_info, slugify           GPU name, torch / CUDA / HIP versions, date, git revision;
+    REPO_ROOT, run_slug, default_out_dir, curated_dir, is_within
+                                where results go: out/bench/<slug>/ by default,
+                                benchmarks/results/<gpu-slug>/ (curated) only when asked;
     result_header, write_csv, read_csv
                                 result files: '# key: value' lines, then the CSV;
     progress, log               tqdm progress bar on stderr (plain fallback), tqdm-safe printing.
@@ -49,6 +55,7 @@ __all__ = [
     "time_cuda_graph",
     "time_cpu",
     "time_fn",
+    "time_rounds",
     "gpu_warmup",
     "make_triangular",
     "make_rhs",
@@ -73,6 +80,12 @@ __all__ = [
     "parse_dtype",
     "env_info",
     "slugify",
+    "REPO_ROOT",
+    "RESULTS_DIR",
+    "run_slug",
+    "default_out_dir",
+    "curated_dir",
+    "is_within",
     "result_header",
     "csv_value",
     "write_csv",
@@ -93,6 +106,8 @@ class Timing:
 
     ``median_us`` is the headline number. ``calls_per_sample`` is 1 for plain timing and N for
     graph timing (each sample is one replay of N captured calls, already divided by N).
+    ``rounds_us``: the round medians when timed in rounds (:func:`time_rounds`; ``median_us`` is
+    then their median); ``capped``: the rounds stopped early at the time cap.
     """
 
     median_us: float
@@ -101,6 +116,8 @@ class Timing:
     reps: int
     calls_per_sample: int = 1
     samples_us: list = field(default_factory=list, repr=False)
+    rounds_us: list = field(default_factory=list)
+    capped: bool = False
 
     @classmethod
     def from_samples(cls, samples_us: Sequence[float], calls_per_sample: int = 1) -> "Timing":
@@ -115,8 +132,30 @@ class Timing:
         )
 
     @classmethod
+    def from_rounds(cls, rounds_us: Sequence[float], samples_us: Optional[Sequence[float]] = None,
+                    capped: bool = False) -> "Timing":
+        """The median of the round medians ``rounds_us``; min, mean and reps over ``samples_us``
+        (all calls of all rounds; default: the round medians themselves)."""
+        r = list(rounds_us)
+        s = list(samples_us) if samples_us else r
+        return cls(median_us=statistics.median(r), min_us=min(s), mean_us=statistics.fmean(s), reps=len(s),
+                   samples_us=s, rounds_us=r, capped=capped)
+
+    @classmethod
     def nan(cls) -> "Timing":
         return cls(math.nan, math.nan, math.nan, 0)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.rounds_us)
+
+    @property
+    def spread(self) -> float:
+        """max / min of the round medians; NaN with fewer than two rounds."""
+        r = [x for x in self.rounds_us if x > 0 and math.isfinite(x)]
+        if len(r) < 2 or len(r) != len(self.rounds_us):
+            return math.nan
+        return max(r) / min(r)
 
 
 def choose_repeats(
@@ -340,6 +379,46 @@ def time_fn(fn: Callable[[], object], device, **kw) -> Timing:
     if torch.device(device).type == "cuda":
         return time_cuda_events(fn, **kw)
     return time_cpu(fn, **kw)
+
+
+def time_rounds(
+    fn: Callable[[], object],
+    device,
+    *,
+    rounds: int = 3,
+    cap_s: Optional[float] = None,
+    warm: bool = False,
+    warmup: int = 1,
+    target_s: float = 0.05,
+    min_reps: int = 3,
+    max_reps: int = 50,
+    max_s: Optional[float] = None,
+) -> Timing:
+    """Times ``fn`` in ``rounds`` rounds of :func:`time_fn`, each the median over its calls; the
+    result's ``median_us`` is the median of the round medians (one disturbed round cannot decide
+    it) and ``spread`` their max / min (rounds that disagree: a noisy host).
+
+    ``target_s``, ``min_reps``, ``max_reps`` and ``max_s`` are for all rounds together; each round
+    gets its share (at least one call). Only the first round warms up (unless ``warm``).
+    ``cap_s``: seconds for all rounds; no further round starts once the elapsed time plus the last
+    round's median passes it, and the result is then ``capped`` with fewer rounds.
+    """
+    rounds = max(1, int(rounds))
+    t0 = time.perf_counter()
+    meds, samples, capped = [], [], False
+    for i in range(rounds):
+        r_max_s = max_s / rounds if max_s else None
+        if cap_s is not None:
+            share = max(0.0, cap_s - (time.perf_counter() - t0)) / (rounds - i)
+            r_max_s = share if r_max_s is None else min(r_max_s, share)
+        t = time_fn(fn, device, warmup=warmup, target_s=target_s / rounds, min_reps=max(1, -(-min_reps // rounds)),
+                    max_reps=max(1, -(-max_reps // rounds)), max_s=r_max_s, warm=warm or i > 0)
+        meds.append(t.median_us)
+        samples += t.samples_us
+        if cap_s is not None and i + 1 < rounds and time.perf_counter() - t0 + t.median_us * 1e-6 > cap_s:
+            capped = True
+            break
+    return Timing.from_rounds(meds, samples, capped=capped)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -649,8 +728,9 @@ def host_overhead(
     """Host time per call of ``fn`` issued back to back without synchronization: ``calls`` calls
     between two perf_counter readings, then one ``sync``; the median (and min) over ``repeats``
     of the loop time / ``calls`` is ``host_us`` (``host_min_us``), loop plus the final sync /
-    ``calls`` is ``wall_us``. One untimed warm-up call first. While the GPU keeps up with the
-    host (each call's GPU work shorter than its host cost) ``host_us`` is the dispatch cost."""
+    ``calls`` is ``wall_us``; ``host_repeats_us`` lists each repeat's host time per call. One
+    untimed warm-up call first. While the GPU keeps up with the host (each call's GPU work
+    shorter than its host cost) ``host_us`` is the dispatch cost."""
     sync = sync or (lambda: None)
     fn()
     sync()
@@ -666,7 +746,7 @@ def host_overhead(
         host.append((t1 - t0) * 1e6 / calls)
         wall.append((t2 - t0) * 1e6 / calls)
     return dict(host_us=statistics.median(host), host_min_us=min(host), wall_us=statistics.median(wall),
-                calls=calls, repeats=repeats)
+                calls=calls, repeats=repeats, host_repeats_us=host)
 
 
 @contextlib.contextmanager
@@ -698,6 +778,37 @@ def slugify(name: str) -> str:
     """'NVIDIA H200' -> 'nvidia-h200'."""
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return s or "unknown"
+
+
+# The repository this benchmarks/ folder lives in (not the working directory).
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Curated results (committed): one folder per GPU, written only when asked for.
+RESULTS_DIR = os.path.join("benchmarks", "results")
+
+
+def run_slug(env: dict) -> str:
+    """Folder name of a run's device: the GPU slug ('nvidia-h200'), on the CPU path 'cpu-' and the
+    CPU model ('cpu-amd-epyc-7b13')."""
+    if env.get("gpu", "none") != "none":
+        return env.get("gpu_slug") or slugify(env["gpu"])
+    name = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$", " ", env.get("cpu", ""), flags=re.I)
+    return "cpu-" + slugify(name) if name.strip() else "cpu"
+
+
+def default_out_dir(env: dict, root: Optional[str] = None) -> str:
+    """``<repo>/out/bench/<run slug>/``: where a run writes unless told otherwise (git-ignored)."""
+    return os.path.join(root or REPO_ROOT, "out", "bench", run_slug(env))
+
+
+def curated_dir(env: dict, root: Optional[str] = None) -> str:
+    """``<repo>/benchmarks/results/<gpu slug>/``, the committed results of that GPU."""
+    return os.path.join(root or REPO_ROOT, RESULTS_DIR, run_slug(env))
+
+
+def is_within(path: str, folder: str) -> bool:
+    """True when ``path`` is ``folder`` or lies below it (both resolved)."""
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
 
 
 def _cpu_name() -> str:

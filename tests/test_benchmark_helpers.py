@@ -1,7 +1,9 @@
 """CPU tests of the benchmark's pure helpers (formulas, reference check, kernel split, CSV and
-Markdown output, targets, CLI parsing) and a short end-to-end run of two suites on the CPU path."""
+Markdown output, targets, CLI parsing), of its timing rounds, statuses and output folders, and
+short end-to-end runs on the CPU path."""
 import math
 import os
+import time
 import types
 
 import pytest
@@ -324,13 +326,10 @@ def test_parse_args_old_cases_and_dtypes():
 
 
 def test_output_names():
-    env = dict(_ENV)
-    names = bm.output_names(env, list(bm.SUITES))
-    assert names["small"] == "small_nvidia-h200_2026-11-30.csv"
-    assert names["report"] == "bench_nvidia-h200_2026-11-30.md"
-    names = bm.output_names(env, ["large", "split"], tag="run2")
-    assert names == {"large": "large_nvidia-h200_2026-11-30_run2.csv", "split": "split_nvidia-h200_2026-11-30_run2.csv",
-                     "report": "bench_nvidia-h200_2026-11-30_large-split_run2.md"}
+    names = bm.output_names(list(bm.SUITES))
+    assert names == {"small": "small.csv", "batched": "batched.csv", "large": "large.csv", "ablation": "ablation.csv",
+                     "split": "split.csv", "overhead": "overhead.csv", "report": "report.md"}
+    assert bm.output_names(["large", "split"]) == {"large": "large.csv", "split": "split.csv", "report": "report.md"}
 
 
 def test_gpu_case_sets():
@@ -368,7 +367,7 @@ def test_hsma_and_torch_calls_solve_the_same_problem(trans, left):
 def test_blocking_choice_reads_the_shipped_table(monkeypatch):
     monkeypatch.delenv("HSMA_TRSM_NB", raising=False)
     # The expected entry is read from the shipped file itself (it changes whenever the H200 is re-tuned).
-    table = os.path.join(os.path.dirname(bm.__file__), "tuning", "nvidia-h200-sm90.csv")
+    table = os.path.join(bu.REPO_ROOT, "hsma_trsm", "tuning", "nvidia-h200-sm90.csv")
     with open(table) as f:
         rows = [line.strip().split(",") for line in f if line.startswith("float64,4096,")]
     assert len(rows) == 1
@@ -389,22 +388,28 @@ def test_blocking_choice_reads_the_shipped_table(monkeypatch):
 def test_main_quick_cpu(tmp_path, capsys):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "small,overhead", "--dtypes", "c128", "--out", out,
-                  "--no-progress", "--tag", "t"])
+                  "--no-progress"])
     assert rc == 0
-    files = sorted(os.listdir(out))
-    date = bu.env_info("cpu")["date"]
-    assert files == [f"bench_cpu_{date}_small-overhead_t.md", f"overhead_cpu_{date}_t.csv", f"small_cpu_{date}_t.csv"]
-    header, rows = bu.read_csv(os.path.join(out, f"small_cpu_{date}_t.csv"))
+    assert sorted(os.listdir(out)) == ["overhead.csv", "report.md", "small.csv"]
+    header, rows = bu.read_csv(os.path.join(out, "small.csv"))
     assert header["suite"] == "small" and header["cuda"] == (torch.version.cuda or "none")
-    assert {r["status"] for r in rows} == {"ok"}
+    assert header["rounds"] == "3" and header["date"] == bu.env_info("cpu")["date"]
+    # a busy host may flag a case (noisy, implausible), never fail one
+    assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
     assert {r["small_kernel"] for r in rows if r["case"] == "kernel-ablation"} == {"pipeline", "columns", "segments"}
     pipe = [r for r in rows if r["small_kernel"] == "pipeline"][0]
     assert float(pipe["vs_pipeline"]) == 1.0
-    _, rows = bu.read_csv(os.path.join(out, f"overhead_cpu_{date}_t.csv"))
+    for r in rows:  # each contender timed in 3 rounds; its time is the median of the round medians
+        assert r["rounds"] == "3"
+        for p in ("hsma", "torch"):
+            rounds = [float(x) for x in r[f"{p}_rounds_us"].split(";")]
+            assert float(r[f"{p}_us"]) == pytest.approx(sorted(rounds)[1], rel=1e-5)
+            assert float(r[f"{p}_spread"]) == pytest.approx(max(rounds) / min(rounds), rel=1e-4)
+    _, rows = bu.read_csv(os.path.join(out, "overhead.csv"))
     assert len(rows) == 10 and all(float(r["host_us"]) > 0 for r in rows)
     text = capsys.readouterr().out
     assert "targets (0 PASS, 0 MISS" in text  # GPU targets are n/a on the CPU path
-    with open(os.path.join(out, f"bench_cpu_{date}_small-overhead_t.md")) as f:
+    with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## small" in md and "## overhead" in md and "| target | case |" in md
 
@@ -417,3 +422,269 @@ def test_git_revision_override(monkeypatch):
     monkeypatch.delenv("HSMA_BENCH_GIT")
     rev = bu.env_info("cpu")["git"]
     assert rev != "abc1234" and (rev == "unknown" or all(c in "0123456789abcdef" for c in rev.split("+")[0]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Rounds, time cap and statuses
+
+
+def test_timing_from_rounds_median_and_spread():
+    t = bu.Timing.from_rounds([10.0, 30.0, 12.0], samples_us=[9.0, 10.0, 11.0, 29.0, 30.0, 31.0, 12.0, 12.0])
+    assert t.median_us == 12.0  # the median of the round medians, not of all calls (12.0 either way here)
+    assert t.rounds == 3 and t.spread == pytest.approx(3.0) and not t.capped
+    assert t.min_us == 9.0 and t.reps == 8
+    # one outlier round cannot decide the value
+    assert bu.Timing.from_rounds([5.0, 7.9e6, 5.2]).median_us == 5.2
+    assert math.isnan(bu.Timing.from_rounds([5.0]).spread)  # one round: no spread
+    assert math.isnan(bu.Timing.from_samples([1.0, 2.0]).spread)
+
+
+def test_time_rounds_splits_the_budget_over_rounds(monkeypatch):
+    calls = []
+    medians = iter([10.0, 40.0, 11.0])
+
+    def fake_time_fn(fn, device, **kw):
+        calls.append(kw)
+        m = next(medians)
+        return bu.Timing.from_samples([m, m])
+
+    monkeypatch.setattr(bu, "time_fn", fake_time_fn)
+    t = bu.time_rounds(lambda: None, "cpu", rounds=3, target_s=0.3, min_reps=10, max_reps=100, max_s=0.9)
+    assert t.median_us == 11.0 and t.rounds_us == [10.0, 40.0, 11.0] and t.reps == 6
+    assert t.spread == pytest.approx(4.0)
+    assert [c["warm"] for c in calls] == [False, True, True]  # only the first round warms up
+    for c in calls:  # each round gets a third of the budget
+        assert c["target_s"] == pytest.approx(0.1) and c["max_s"] == pytest.approx(0.3)
+        assert c["min_reps"] == 4 and c["max_reps"] == 34
+
+
+def test_time_rounds_stops_at_the_cap():
+    t0 = time.perf_counter()
+    t = bu.time_rounds(lambda: time.sleep(0.03), "cpu", rounds=3, cap_s=0.05, warm=True)
+    assert t.capped and t.rounds == 1
+    assert 25e3 < t.median_us < 500e3
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_plausible_bound():
+    p = bm.Plausible(fixed_us=10.0, per_matrix_us=1.0, gflops=2.0, gbs=4.0)
+    assert p.max_us(4e3, 8e3, 5) == pytest.approx(10.0 + 5.0 + 2.0 + 2.0)
+    cpu = bm.PLAUSIBLE["cpu"]
+    # a 64 x 64 float32 solve on the CPU: about 12 us measured, far below its bound; 8 ms is above it
+    flops, nbytes = bu.trsm_flops(64, 64), bu.trsm_bytes(64, 64, itemsize=4)
+    assert 12.0 * 50 < cpu.max_us(flops, nbytes) < 8000.0
+
+
+def _t(*rounds, capped=False):
+    return bu.Timing.from_rounds(list(rounds), capped=capped)
+
+
+def test_timing_flags_noisy_implausible_capped():
+    f = bu.trsm_flops(64, 64)
+    assert bm.timing_flags({"hsma": _t(12, 13, 12.5), "torch": _t(10, 10, 11)}, "cpu", f) == ("ok", [])
+    status, notes = bm.timing_flags({"hsma": _t(12, 25, 12.5), "torch": _t(10, 10, 11)}, "cpu", f)
+    assert status == "noisy" and len(notes) == 1 and notes[0].startswith("hsma rounds 12.0-25.0 us (2.08x > 1.5x)")
+    assert bm.timing_flags({"hsma": _t(10, 10 * bm.NOISY_SPREAD)}, "cpu", f)[0] == "ok"  # at the factor: ok
+    status, notes = bm.timing_flags({"hsma": _t(12, 12, 12), "torch": _t(8000, 8000, 8100)}, "cpu", f)
+    assert status == "implausible" and notes[0].startswith("torch 8000 us per call >")
+    # the same 8 ms is plausible for a problem with 100x the flops
+    assert bm.timing_flags({"torch": _t(8000, 8000, 8100)}, "cpu", 100 * f * 1000)[0] == "ok"
+    status, notes = bm.timing_flags({"hsma": _t(7.9e6, capped=True), "torch": _t(10, 30, 10)}, "cpu", f)
+    assert status == "capped"  # capped before implausible before noisy
+    assert len(notes) == 3 and notes[0].startswith("hsma capped after 1 round(s)")
+
+
+def test_run_case_caps_a_far_too_slow_contender():
+    """A contender whose first call is past the case's cap is not timed further: the case is
+    flagged 'capped' at once instead of eating the suite's budget."""
+    def slow(case, A, B):
+        fn = bm.torch_call(case, A, B)
+
+        def call():
+            time.sleep(0.3)
+            return fn()
+        return call
+
+    cfg = bm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=9, cap_s=0.2, graph=False)
+    case = bm.Case("small", "single", 8, 1, seed=3)
+    t0 = time.perf_counter()
+    row = bm.run_case(case, torch.float64, torch.device("cpu"), cfg, (bm.Contender("hsma", slow), bm.TORCH))
+    assert time.perf_counter() - t0 < 1.5  # one slow call, no rounds of them
+    assert row["status"] == "capped" and "hsma capped after 1 round(s)" in row["note"]
+    assert row["hsma_reps"] == 1 and row["hsma_us"] > 0.25e6 and row["rounds"] == 1
+    assert row["torch_reps"] >= 3 and row["torch_rounds_us"].count(";") == 2
+    assert row["hsma_rel_err"] < 1e-12  # the slow call was still checked
+
+
+def _skip_ctx(**kw):
+    args = types.SimpleNamespace(no_progress=True, seed=0)
+    return bm.Ctx(device=torch.device("cpu"), mode="cpu-quick", dtypes=[torch.float64], args=args, env={},
+                  plan=bm.PLANS["cpu-quick"], **kw)
+
+
+def test_budget_skip_is_its_own_status():
+    ran = []
+    table = rp.Table([rp.Col("x", 3, lambda r: str(r["x"])), rp.Col("status", 0, rp.status_text, left=True)])
+    # the run's --time-budget is used up: nothing runs, every case is 'skipped (budget)'
+    ctx = _skip_ctx(deadline=time.perf_counter() - 1.0)
+    rows = bm.run_jobs(ctx, "small", [1, 2, 3], table, lambda j: ran.append(j) or dict(x=j, status="ok"),
+                       lambda j: dict(x=j, status="", note=""))
+    assert ran == [] and [r["status"] for r in rows] == ["skipped (budget)"] * 3
+    assert rows[0]["note"] == "--time-budget used up"
+    # the suite's budget is used up after the first case
+    ctx = _skip_ctx(budget_scale=1e-4)  # 3 ms for small on the CPU: the first case runs, the second not
+    rows = bm.run_jobs(ctx, "small", [1, 2], table, lambda j: (time.sleep(0.01), dict(x=j, status="ok"))[1],
+                       lambda j: dict(x=j, status="", note=""))
+    assert [r["status"] for r in rows] == ["ok", "skipped (budget)"]
+    assert "suite time budget" in rows[1]["note"]
+    mixed = rows + [dict(status="noisy"), dict(status="error"), dict(status="inaccurate")]
+    assert rp.status_counts(mixed) == {"ok": 1, "noisy": 1, "skipped (budget)": 1, "error": 1, "inaccurate": 1}
+    assert rp.status_summary(mixed) == "1 ok, 1 noisy, 1 skipped (budget), 1 error, 1 inaccurate"
+    assert rp.count_in(mixed, rp.FAILED) == 2 and rp.count_in(mixed, rp.SKIPPED) == 1
+    assert rp.count_in(mixed, rp.FLAGGED) == 1
+
+
+def test_main_budget_skips_are_not_failures(tmp_path, capsys):
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "small", "--dtypes", "f64", "--out", str(tmp_path),
+                  "--no-progress", "--time-budget", "1e-9", "--strict"])
+    assert rc == 0  # --strict fails on failures only
+    _, rows = bu.read_csv(os.path.join(tmp_path, "small.csv"))
+    assert rows and {r["status"] for r in rows} == {"skipped (budget)"}
+    cap = capsys.readouterr()
+    assert f"statuses: {len(rows)} skipped (budget)" in cap.out
+    assert "case(s) failed" not in cap.err and f"{len(rows)} case(s) skipped" in cap.err
+
+
+def test_targets_show_flagged_rows():
+    rows = [dict(case="single", shape="m=64 n=64", dtype="float32", m=64, speedup=3.5, status="noisy"),
+            dict(case="single", shape="m=64 n=64", dtype="float64", m=64, speedup=0.5, status="ok")]
+    t = rp.Target("3x", lambda r: r["m"] == 64, [("eager", "speedup")], ">=", 3.0)
+    res = t.evaluate(rows)
+    assert [(r["measured"], r["mark"]) for r in res] == [("eager 3.50x [noisy]", "PASS"), ("eager 0.50x", "MISS")]
+    agg = rp.Target("all", lambda r: True, [("eager", "speedup")], ">=", 1.0, aggregate=True).evaluate(rows)[0]
+    assert agg["measured"].endswith("; 1 flagged row(s) among them")
+
+
+# ----------------------------------------------------------------------------------------------
+# speedup = torch / hsma in every table
+
+
+def _md_tables(md: str) -> dict:
+    """{section title: [header cells, row cells...]} of the report's first table per section."""
+    out, title, lines = {}, None, md.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("## "):
+            title = line[3:].split(":")[0]
+        elif title and title not in out and line.startswith("| ") and not line.startswith("| target"):
+            block = []
+            for row in lines[i:]:
+                if not row.startswith("|"):
+                    break
+                block.append([c.strip() for c in row.strip("|").split(" | ")])
+            out[title] = [block[0]] + block[2:]
+    return out
+
+
+def test_speedup_is_torch_over_hsma_in_every_table(tmp_path):
+    rc = bm.main(["--quick", "--device", "cpu", "--dtypes", "f64", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 0
+    with open(os.path.join(tmp_path, "report.md")) as f:
+        md = f.read()
+    assert md.count("speedup = torch / hsma (> 1: hsma faster)") == 1
+    tables = _md_tables(md)
+    assert set(tables) == set(bm.SUITES)
+    x = lambda s: float(s.rstrip("x"))  # noqa: E731
+    for suite in ("small", "batched", "large"):
+        head, *rows = tables[suite]
+        h, t, sp = head.index("hsma us"), head.index("torch us"), head.index("speedup")
+        for r in rows:
+            assert x(r[sp]) == pytest.approx(float(r[t]) / float(r[h]), rel=0.02, abs=0.006), (suite, r)
+        _, csv_rows = bu.read_csv(os.path.join(tmp_path, f"{suite}.csv"))
+        for r in csv_rows:
+            assert float(r["speedup"]) == pytest.approx(float(r["torch_us"]) / float(r["hsma_us"]), rel=1e-4)
+    # overhead: each api's host time against torch's (> 1: faster than torch); no '/torch' column any more
+    head, *rows = tables["overhead"]
+    assert "/torch" not in head and "speedup" in head
+    api, host, sp = head.index("api"), head.index("host us"), head.index("speedup")
+    _, csv_rows = bu.read_csv(os.path.join(tmp_path, "overhead.csv"))
+    assert "vs_torch" not in csv_rows[0]
+    for shape in {r["shape"] for r in csv_rows}:
+        sel = {r["api"]: r for r in csv_rows if r["shape"] == shape}
+        torch_host = float(sel["torch.linalg.solve_triangular"]["host_us"])
+        for name, r in sel.items():
+            if name != "torch.add (floor)":
+                assert float(r["speedup"]) == pytest.approx(torch_host / float(r["host_us"]), rel=1e-4)
+    for r in rows:
+        if r[api] == "torch.linalg.solve_triangular":
+            assert r[sp] == "1.00x"
+    # ablation has no torch: its ratio is titled fixed/adapt, not speedup
+    assert "speedup" not in tables["ablation"][0] and "fixed/adapt" in tables["ablation"][0]
+    assert "speedup" not in tables["split"][0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Output folders
+
+_CPU_ENV = dict(_ENV, gpu="none", gpu_slug="cpu", cpu="AMD EPYC 7B13 64-Core Processor", threads=2)
+
+
+def test_run_slug():
+    assert bu.run_slug(_ENV) == "nvidia-h200"
+    assert bu.run_slug(_CPU_ENV) == "cpu-amd-epyc-7b13-64-core"
+    assert bu.run_slug(dict(_CPU_ENV, cpu="Intel(R) Xeon(R) CPU @ 2.20GHz")) == "cpu-intel-xeon"
+    assert bu.run_slug(dict(_CPU_ENV, cpu="")) == "cpu"
+
+
+def test_default_out_dir_is_under_the_repo_not_the_cwd(tmp_path, monkeypatch):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(bm.__file__)))
+    assert bu.REPO_ROOT == here
+    assert os.path.isdir(os.path.join(here, "benchmarks")) and os.path.isdir(os.path.join(here, "hsma_trsm"))
+    monkeypatch.chdir(tmp_path)
+    assert bm.parse_args([]).out is None
+    got = bm.resolve_out_dir(None, False, _CPU_ENV, is_cuda=False)
+    assert got == os.path.join(here, "out", "bench", "cpu-amd-epyc-7b13-64-core")
+    assert bm.resolve_out_dir(None, False, _ENV, is_cuda=True) == os.path.join(here, "out", "bench", "nvidia-h200")
+    assert bm.resolve_out_dir(None, True, _ENV, is_cuda=True) == os.path.join(here, "benchmarks", "results",
+                                                                              "nvidia-h200")
+    assert bm.resolve_out_dir("rel/dir", False, _CPU_ENV, is_cuda=False) == os.path.join(str(tmp_path), "rel", "dir")
+
+
+def test_main_writes_under_the_repo_from_any_cwd(tmp_path, monkeypatch):
+    repo, cwd = tmp_path / "repo", tmp_path / "elsewhere"
+    cwd.mkdir()
+    monkeypatch.setattr(bu, "REPO_ROOT", str(repo))
+    monkeypatch.chdir(cwd)
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "overhead", "--no-progress"])
+    assert rc == 0
+    assert os.listdir(cwd) == []
+    (slug,) = os.listdir(repo / "out" / "bench")
+    assert slug.startswith("cpu")
+    assert sorted(os.listdir(repo / "out" / "bench" / slug)) == ["overhead.csv", "report.md"]
+    assert not (repo / "benchmarks").exists()
+
+
+def test_curated_is_refused_on_the_cpu(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit, match="--curated: refused on the CPU path"):
+        bm.resolve_out_dir(None, True, _CPU_ENV, is_cuda=False)
+    results = os.path.join(bu.REPO_ROOT, "benchmarks", "results", "nvidia-h200")
+    with pytest.raises(SystemExit, match="refused on the CPU path"):
+        bm.resolve_out_dir(results, False, _CPU_ENV, is_cuda=False)
+    assert bm.resolve_out_dir(results, False, _ENV, is_cuda=True) == results  # a GPU run may write there
+    with pytest.raises(SystemExit):
+        bm.parse_args(["--curated", "--out", "x"])
+    monkeypatch.setattr(bu, "REPO_ROOT", str(tmp_path))
+    with pytest.raises(SystemExit, match="--curated: refused"):
+        bm.main(["--curated", "--quick", "--device", "cpu", "--suite", "overhead", "--no-progress"])
+    assert os.listdir(tmp_path) == []  # refused before anything ran or was written
+
+
+def test_tune_default_output_is_under_out(monkeypatch):
+    import benchmarks.tune as tune
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(name="NVIDIA H200", major=9, minor=0))
+    shipped = tune.table_path_for_current_gpu()
+    assert shipped == os.path.join(bu.REPO_ROOT, "hsma_trsm", "tuning", "nvidia-h200-sm90.csv")
+    assert os.path.isfile(shipped)
+    assert tune.default_out_path() == os.path.join(bu.REPO_ROOT, "out", "tune", "nvidia-h200-sm90.csv")
