@@ -60,7 +60,7 @@ if [[ " $STAGES " == *" test "* ]]; then
   start=$(date +%s)
   k_args=()
   [ -n "${PYTEST_K:-}" ] && k_args=(-k "$PYTEST_K")
-  timeout "${TEST_TIMEOUT:-200}" "$PY" -m pytest -q -ra -n 4 --junitxml="$OUTDIR/junit.xml" "${k_args[@]}" ${PYTEST_ARGS:-} tests \
+  timeout "${TEST_TIMEOUT:-200}" "$PY" -m pytest -q -n 4 --junitxml="$OUTDIR/junit.xml" "${k_args[@]}" ${PYTEST_ARGS:-} tests \
     >"$OUTDIR/tests.log" 2>&1 || status=1
   echo "tests took $(( $(date +%s) - start )) s"
   grep -E "passed|failed|error" "$OUTDIR/tests.log" | tail -n 3
@@ -83,8 +83,10 @@ if [[ " $STAGES " == *" sanitize "* ]]; then
         "$PY" -m pytest -q -p no:cacheprovider ${SANITIZE_TESTS:-tests/test_dropin_robustness.py} \
         -k "${SANITIZE_K:-cuda_path_sweep}" >"$OUTDIR/sanitize_$tool.log" 2>&1
       rc=$?
+      { echo "== compute-sanitizer --tool $tool: exit $rc"; cat "$OUTDIR/sanitize_$tool.log"; } >>"$OUTDIR/sanitize.log"
       echo "$tool: exit $rc in $(( $(date +%s) - start )) s$([ $rc -eq 124 ] && echo ' (timed out)')"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|(passed|failed|skipped|error).* in [0-9.]+s" "$OUTDIR/sanitize_$tool.log" | tail -n 3
+      rm -f "$OUTDIR/sanitize_$tool.log"
       [ $rc -eq 0 ] || status=1
     done
   else
