@@ -693,7 +693,7 @@ def profile_kernels(fn: Callable[[], object], device, calls: int = 1) -> list:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     sync = torch.cuda.synchronize if is_cuda else (lambda: None)
     sync()
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, acc_events=True) as prof:  # one cycle; acc_events silences a reuse warning
         for _ in range(calls):
             fn()
             sync()

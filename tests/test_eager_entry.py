@@ -160,7 +160,7 @@ def test_entry_keeps_dispatch_keys(device):
     assert torch.ops.hsma.trsm.default in mode.seen
     check_solution(X, A, B, device=device)
     # Profiler: the op is recorded under its name.
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], acc_events=True) as prof:
         hsma_trsm.solve_triangular(A, B, upper=False)
     assert any(e.name == "hsma::trsm" for e in prof.events())
     # Inference mode: the result is an inference tensor, as torch's would be.
