@@ -381,3 +381,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("skipped, by reason")
         for reason, n in reasons.most_common():
             terminalreporter.line(f"{n:6d}  {reason}")
+
+
+class LoggedTensor(torch.Tensor):
+    """A subclass whose __torch_function__ records the functions it sees (in LoggedTensor.seen)."""
+
+    seen = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.seen.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class FunctionLog(torch.overrides.TorchFunctionMode):
+    """A TorchFunctionMode that records the functions it sees (in .seen) and calls them."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))

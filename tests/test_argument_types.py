@@ -8,11 +8,10 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 import hsma_trsm
-from conftest import (DEVICES, DTYPES, assert_unchanged, check_solution, dtype_id, make_generator, make_rhs,
-                      make_triangular)
+from conftest import (DEVICES, DTYPES, FunctionLog, LoggedTensor, assert_unchanged, check_solution, dtype_id,
+                      make_generator, make_rhs, make_triangular)
 
 FLAGS = ["left", "upper", "unitriangular"]
 # Values that are not a bool; torch.linalg.solve_triangular refuses each with a TypeError.
@@ -90,8 +89,8 @@ def test_flag_checked_on_torch_ops_path(fn, arg):
     checked there too, before any __torch_function__ runs (as torch's argument parser does)."""
     A, B = _AB()
     with pytest.raises(TypeError, match=rf"argument '{arg}' must be bool, not int"):
-        fn(A.as_subclass(_Logged), B, **{arg: 0})
-    with _ModeLog() as mode:
+        fn(A.as_subclass(LoggedTensor), B, **{arg: 0})
+    with FunctionLog() as mode:
         with pytest.raises(TypeError, match=rf"argument '{arg}' must be bool, not NoneType"):
             fn(A, B, **{arg: None})
     assert not any("hsma" in str(f) for f in mode.seen)
@@ -138,27 +137,6 @@ def test_out_must_be_tensor(value):
         hsma_trsm.solve_triangular(A, B, upper=False, out=value)
     X = hsma_trsm.solve_triangular(A, B, upper=False, out=None)  # None: a new tensor
     check_solution(X, A, B)
-
-
-class _Logged(torch.Tensor):
-    """A subclass whose __torch_function__ records the functions it sees."""
-
-    seen = []
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        cls.seen.append(func)
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-class _ModeLog(TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.seen.append(func)
-        return func(*args, **(kwargs or {}))
 
 
 class _TensorLike:

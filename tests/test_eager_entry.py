@@ -5,13 +5,12 @@ None, so that the public functions take torch.ops' path) exactly where that path
 import numpy as np
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import hsma_trsm
 from hsma_trsm import _C
-from conftest import (DEVICES, DTYPES, b_shape, check_solution, dtype_id, make_generator, make_rhs, make_triangular,
-                      sync)
+from conftest import (DEVICES, DTYPES, FunctionLog, LoggedTensor, b_shape, check_solution, dtype_id, make_generator,
+                      make_rhs, make_triangular, sync)
 
 CASES = [  # (k, other, left, upper, trans, unit, alpha)
     (5, 3, True, False, "N", False, 1),
@@ -49,27 +48,6 @@ def test_entry_matches_torch_ops(device, dtype, case):
     assert torch.equal(Xpub, Xop)
 
 
-class _Logged(torch.Tensor):
-    """A subclass whose __torch_function__ records the functions it sees."""
-
-    seen = []
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        cls.seen.append(func)
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-class _FunctionLog(TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.seen.append(func)
-        return func(*args, **(kwargs or {}))
-
-
 class _DispatchLog(TorchDispatchMode):
     """Records each dispatched op and the device a factory call gets inside it."""
 
@@ -91,8 +69,8 @@ def test_entry_declines_where_torch_ops_differs(device):
     assert _C.trsm(A, B, True, False, "N", False, 1) is not None
     assert _C.trsm(torch.nn.Parameter(A), B, True, False, "N", False, 1) is not None
     # A subclass, or a TorchFunctionMode: its __torch_function__ must see the call.
-    assert _C.trsm(A.as_subclass(_Logged), B, True, False, "N", False, 1) is None
-    with _FunctionLog():
+    assert _C.trsm(A.as_subclass(LoggedTensor), B, True, False, "N", False, 1) is None
+    with FunctionLog():
         assert _C.trsm(A, B, True, False, "N", False, 1) is None
     # Python types that torch.ops converts (or rejects) itself.
     assert _C.trsm(A, B, 1, False, "N", False, 1) is None
@@ -121,11 +99,11 @@ def test_public_functions_after_a_decline(device):
     with pytest.raises(hsma_trsm.UnsupportedDtypeError):
         hsma_trsm.solve_triangular(A.to(torch.bfloat16), B.to(torch.bfloat16), upper=False)
     # A subclass's __torch_function__ and a TorchFunctionMode see torch.ops.hsma.trsm.
-    _Logged.seen = []
-    X = hsma_trsm.solve_triangular(A.as_subclass(_Logged), B, upper=False)
-    assert any("hsma" in str(f) and "trsm" in str(f) for f in _Logged.seen), _Logged.seen
+    LoggedTensor.seen = []
+    X = hsma_trsm.solve_triangular(A.as_subclass(LoggedTensor), B, upper=False)
+    assert any("hsma" in str(f) and "trsm" in str(f) for f in LoggedTensor.seen), LoggedTensor.seen
     check_solution(X.as_subclass(torch.Tensor), A, B, device=device)
-    with _FunctionLog() as mode:
+    with FunctionLog() as mode:
         X = hsma_trsm.trsm(A, B)
     assert any("hsma" in str(f) and "trsm" in str(f) for f in mode.seen), mode.seen
     check_solution(X, A, B, device=device)
@@ -198,7 +176,7 @@ def test_entry_with_torch_function_machinery(device):
         X = _C.trsm(A, B, True, False, "N", False, 1)
         assert X is not None and torch.equal(X, Xop)
         assert torch.equal(hsma_trsm.trsm(A, B), Xop)
-        with _FunctionLog() as mode:
+        with FunctionLog() as mode:
             assert _C.trsm(A, B, True, False, "N", False, 1) is None
             assert torch.equal(hsma_trsm.trsm(A, B), Xop)
         assert any("hsma" in str(f) and "trsm" in str(f) for f in mode.seen), mode.seen
