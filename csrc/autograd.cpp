@@ -85,9 +85,9 @@ at::Tensor project(const at::Tensor& M, bool upper, bool unit) {
   return upper ? M.triu(unit ? 1 : 0) : M.tril(unit ? -1 : 0);
 }
 
-// op(M) for trans 'N', 'T', 'C'.
-at::Tensor apply_op(const at::Tensor& M, char trans) {
-  return trans == 'N' ? M : (trans == 'T' ? M.mT() : M.mH());
+// op(M).
+at::Tensor apply_op(const at::Tensor& M, Trans trans) {
+  return trans == Trans::kN ? M : (trans == Trans::kT ? M.mT() : M.mH());
 }
 
 bool has_fw_grad(const at::Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
@@ -99,7 +99,7 @@ at::Tensor primal(const at::Tensor& t) { return has_fw_grad(t) ? t._fw_primal(/*
 // The backward formula: (gA, gB) from the cotangent gX (see the top of the file).
 struct SolveFlags {
   bool left = true, upper = false, unit = false;
-  char trans = 'N';
+  Trans trans = Trans::kN;
   c10::Scalar alpha = 1;
 };
 
@@ -109,8 +109,8 @@ variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::
   if (!gX.defined() || !(want_a || want_b)) return out;
   // G = T^{-H} gX (left) or gX T^{-H} (right). T^H for op N is A^H ('C'), for 'C' it is A
   // ('N'), for 'T' it is conj(A) (a conj view, solved with 'N').
-  const at::Tensor Aadj = (f.trans == 'T' && A.is_complex()) ? A.conj() : A;
-  const char* tadj = f.trans == 'N' ? "C" : "N";
+  const at::Tensor Aadj = (f.trans == Trans::kT && A.is_complex()) ? A.conj() : A;
+  const char* tadj = f.trans == Trans::kN ? "C" : "N";
   const at::Tensor G = call_trsm(Aadj, gX, f.left, f.upper, tadj, f.unit, 1);
   if (want_b) {
     const at::Tensor gB = is_one(f.alpha) ? G : G * f.alpha.conj();
@@ -118,8 +118,8 @@ variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::
   }
   if (want_a) {
     at::Tensor gT = f.left ? -at::matmul(G, X.mH()) : -at::matmul(X.mH(), G);
-    if (f.trans == 'T') gT = gT.mT();
-    if (f.trans == 'C') gT = gT.mH();
+    if (f.trans == Trans::kT) gT = gT.mT();
+    if (f.trans == Trans::kC) gT = gT.mH();
     out[0] = at::sum_to(project(gT, f.upper, f.unit), a_shape);
   }
   return out;
@@ -156,15 +156,15 @@ class TrsmFunction : public torch::autograd::Function<TrsmFunction> {
   static constexpr bool is_traceable = true;
 
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& A, const at::Tensor& B,
-                            bool left, bool upper, c10::string_view trans, bool unit, const c10::Scalar& alpha) {
+                            bool left, bool upper, Trans trans, bool unit, const c10::Scalar& alpha) {
     at::Tensor X;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      X = call_trsm(A, B, left, upper, trans, unit, alpha);
+      X = call_trsm(A, B, left, upper, trans_name(trans), unit, alpha);
     }
     ctx->saved_data["left"] = left;
     ctx->saved_data["upper"] = upper;
-    ctx->saved_data["trans"] = std::string(1, parse_trans(trans));
+    ctx->saved_data["trans"] = std::string(trans_name(trans));
     ctx->saved_data["unit"] = unit;
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["a_shape"] = A.sym_sizes();
@@ -178,7 +178,7 @@ class TrsmFunction : public torch::autograd::Function<TrsmFunction> {
     SolveFlags f;
     f.left = ctx->saved_data["left"].toBool();
     f.upper = ctx->saved_data["upper"].toBool();
-    f.trans = ctx->saved_data["trans"].toStringRef()[0];
+    f.trans = static_cast<Trans>(ctx->saved_data["trans"].toStringRef()[0]);  // saved by forward: N, T or C
     f.unit = ctx->saved_data["unit"].toBool();
     f.alpha = ctx->saved_data["alpha"].toScalar();
     const std::vector<c10::SymInt> a_shape = ctx->saved_data["a_shape"].toSymIntVector();
@@ -205,16 +205,16 @@ bool cpp_function_allowed() {
 
 // The tangent of X, given X (a plain tensor) and the tangents dA, dB (either may be undefined).
 at::Tensor trsm_tangent(const at::Tensor& A, const at::Tensor& X, const at::Tensor& dA, const at::Tensor& dB, bool left,
-                        bool upper, c10::string_view trans, char t, bool unit, const c10::Scalar& alpha) {
-  if (!dA.defined()) return call_trsm(A, dB, left, upper, trans, unit, alpha);
-  const at::Tensor dT = apply_op(project(dA, upper, unit), t);
+                        bool upper, Trans trans, bool unit, const c10::Scalar& alpha) {
+  if (!dA.defined()) return call_trsm(A, dB, left, upper, trans_name(trans), unit, alpha);
+  const at::Tensor dT = apply_op(project(dA, upper, unit), trans);
   at::Tensor rhs = left ? at::matmul(dT, X) : at::matmul(X, dT);  // dT X or X dT
   if (dB.defined()) {
     rhs = (is_one(alpha) ? dB : dB * alpha) - rhs;
   } else {
     rhs = -rhs;
   }
-  return call_trsm(A, rhs, left, upper, trans, unit, 1);
+  return call_trsm(A, rhs, left, upper, trans_name(trans), unit, 1);
 }
 
 at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
@@ -226,10 +226,10 @@ at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bo
     at::AutoDispatchBelowADInplaceOrView guard;
     return call_trsm(A, B, left, upper, trans, unitriangular, alpha);
   }
+  const Trans t = parse_trans(trans);
   if (!need_tangent && cpp_function_allowed()) {
-    return TrsmFunction::apply(A, B, left, upper, trans, unitriangular, alpha);
+    return TrsmFunction::apply(A, B, left, upper, t, unitriangular, alpha);
   }
-  const char t = parse_trans(trans);
 
   NodePtr node;
   TrsmBackward* fn = nullptr;
@@ -250,14 +250,14 @@ at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bo
   at::Tensor X;
   {
     at::AutoDispatchBelowADInplaceOrView guard;
-    X = call_trsm(A, B, left, upper, trans, unitriangular, alpha);
+    X = call_trsm(A, B, left, upper, trans_name(t), unitriangular, alpha);
   }
   if (node) torch::autograd::set_history(X, node);
 
   if (need_tangent) {
     const at::Tensor dA = has_fw_grad(A) ? A._fw_grad(0) : at::Tensor();
     const at::Tensor dB = has_fw_grad(B) ? B._fw_grad(0) : at::Tensor();
-    const at::Tensor dX = trsm_tangent(primal(A), X, dA, dB, left, upper, trans, t, unitriangular, alpha);
+    const at::Tensor dX = trsm_tangent(primal(A), X, dA, dB, left, upper, t, unitriangular, alpha);
     X._set_fw_grad(dX, /*level=*/0, /*is_inplace_op=*/false);
   }
   if (fn) fn->X_ = SavedVariable(X, /*is_output=*/true);

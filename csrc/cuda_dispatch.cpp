@@ -106,8 +106,8 @@ struct Canonical {
 
 Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
   Canonical c;
-  c.transposed = (args.trans != 'N') == args.left;
-  c.conj = (args.trans == 'C') != a_is_conj;
+  c.transposed = (args.trans != Trans::kN) == args.left;
+  c.conj = (args.trans == Trans::kC) != a_is_conj;
   c.lower = (!args.upper) != c.transposed;
   return c;
 }
@@ -606,7 +606,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
 
   // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
   at::Tensor T = c.transposed ? A3.mT() : A3;
-  if (args.trans == 'C') T = T.conj();
+  if (args.trans == Trans::kC) T = T.conj();
   const at::Tensor R = args.left ? B3 : B3.mT();
   at::Tensor Xv = args.left ? X3 : X3.mT();
 
@@ -688,24 +688,27 @@ void solve_into(const at::Tensor& A_in, const at::Tensor& B_in, at::Tensor& X, c
   });
 }
 
-at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
-                     bool unitriangular, const c10::Scalar& alpha) {
-  const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
-  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
+at::Tensor solve_new(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const TrsmShape& s) {
   at::Tensor X = at::empty(s.result, B.options());
   solve_into(A, B, X, args, s);
   return X;
 }
 
+at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                     bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
+  return solve_new(A, B, args, check_trsm(A, B, args, "hsma::trsm"));
+}
+
 void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
-                       bool unitriangular, const c10::Scalar& alpha) {
-  const TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+                bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
   check_inplace(A, B, s, "hsma::trsm_");
   if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
     solve_into(A, B, B, args, s);  // the small kernel reads each element before writing it
   } else {
-    B.copy_(trsm_cuda(A, B, left, upper, trans, unitriangular, alpha));
+    B.copy_(solve_new(A, B, args, s));
   }
 }
 

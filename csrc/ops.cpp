@@ -15,11 +15,15 @@
 
 namespace hsma {
 
-char parse_trans(c10::string_view trans) {
+Trans parse_trans(c10::string_view trans) {
   const char c = trans.size() == 1 ? static_cast<char>(std::toupper(trans[0])) : '?';
   TORCH_CHECK_VALUE(c == 'N' || c == 'T' || c == 'C',
                     "hsma::trsm: trans must be 'N', 'T' or 'C', got '", std::string(trans), "'");
-  return c;
+  return static_cast<Trans>(c);
+}
+
+TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, const c10::Scalar& alpha) {
+  return TrsmArgs{left, upper, parse_trans(trans), unit, alpha};
 }
 
 bool supported_dtype(at::ScalarType t) {
@@ -95,24 +99,28 @@ void check_inplace(const at::Tensor& A, const at::Tensor& B, const TrsmShape& s,
 
 // ---------------------------------------------------------------------------------------------
 // CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha applied to the solution.
-static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
-                           c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
-  TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
-  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
-  const at::Tensor opA = args.trans == 'N' ? A : (args.trans == 'T' ? A.mT() : A.mH());
-  const bool upper_eff = upper != (args.trans != 'N');
+static at::Tensor cpu_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
+  const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
+  const bool upper_eff = args.upper != (args.trans != Trans::kN);
   // alpha scales B before the solve, as on CUDA (and as BLAS defines it), so that intermediate
   // overflow behaves the same on both devices.
-  const bool unit_alpha = !alpha.isComplex() && alpha.toDouble() == 1.0;
-  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * alpha, upper_eff, left, unitriangular);
+  const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
+  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * args.alpha, upper_eff, args.left, args.unit);
   return X.contiguous();
 }
 
+static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
+                           c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
+  check_trsm(A, B, args, "hsma::trsm");
+  return cpu_solve(A, B, args);
+}
+
 static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
-                             bool unitriangular, const c10::Scalar& alpha) {
-  TrsmArgs args{left, upper, parse_trans(trans), unitriangular, alpha};
+                      bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   check_inplace(A, B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
-  B.copy_(trsm_cpu(A, B, left, upper, trans, unitriangular, alpha));
+  B.copy_(cpu_solve(A, B, args));
 }
 
 // Autograd key of the in-place form: it has no derivative formula; refuse clearly when a

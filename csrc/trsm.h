@@ -28,12 +28,17 @@ inline std::string shape(c10::IntArrayRef s) {
   return r + "]";
 }
 
+// op(A): A, A^T or A^H. The schema takes a string; each kernel's entry parses it once
+// (make_args) and everything after works with the enum.
+enum class Trans : char { kN = 'N', kT = 'T', kC = 'C' };
+inline const char* trans_name(Trans t) { return t == Trans::kN ? "N" : (t == Trans::kT ? "T" : "C"); }
+
 // What the op was asked to do, in BLAS terms.
 struct TrsmArgs {
-  bool left = true;      // side: op(A) X = alpha B (left) or X op(A) = alpha B (right)
-  bool upper = false;    // uplo: which triangle of A is read
-  char trans = 'N';      // op(A) = A, A^T or A^H ('N', 'T', 'C')
-  bool unit = false;     // diag: unit diagonal, never read
+  bool left = true;        // side: op(A) X = alpha B (left) or X op(A) = alpha B (right)
+  bool upper = false;      // uplo: which triangle of A is read
+  Trans trans = Trans::kN;
+  bool unit = false;       // diag: unit diagonal, never read
   c10::Scalar alpha = 1;
 };
 
@@ -53,7 +58,10 @@ struct TrsmShape {
 bool supported_dtype(at::ScalarType t);
 
 // Parses trans ('N', 'T', 'C', either case); raises ValueError naming the argument otherwise.
-char parse_trans(c10::string_view trans);
+Trans parse_trans(c10::string_view trans);
+
+// The schema's arguments as TrsmArgs (trans parsed).
+TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, const c10::Scalar& alpha);
 
 // Checks A, B and the arguments (dimensions, squareness, m/n agreement, dtype, device,
 // broadcastable batch dims, alpha's type) and returns the shapes. `op` names the caller in errors.
