@@ -18,12 +18,12 @@ Suites:
 
     small     single solves, m in {8,16,24,32,48,64} x n in {1,16,64,256,4096}, left lower; upper,
               right, trans 'T'/'C' and unit spot checks at m = n = 64; the small-kernel ablation
-              at m = n = 64 complex128 (HSMA_TRSM_SMALL_KERNEL = pipeline / columns / segments).
+              at m = n = 64 complex128 (the override small_kernel = pipeline / columns / segments).
     batched   batches of small systems (8..256), linear attention (unit lower, n = 2m), one A
               broadcast over a batch of B; achieved bandwidth against the measured copy bandwidth.
     large     m = n in {512, ..., 16384}, right/upper/trans at 4096, the digits kernel solve; TFLOP/s
               and the share of the same-shape torch.matmul rate measured in the same run.
-    ablation  the block-size table's NB (adaptive) against a fixed NB = 128 (HSMA_TRSM_NB).
+    ablation  the block-size table's NB (adaptive) against a fixed NB = 128 (the override nb).
     split     kernel time by kind (diagonal-block inversion, GEMM, small solve, other) from
               torch.profiler, at m = n = 1024 and 16384.
     overhead  host time per call issued back to back (hsma entry points, torch, torch.add).
@@ -246,7 +246,7 @@ class Case:
     trans: str = "N"
     unit: bool = False
     seed: int = 0
-    small_kernel: Optional[str] = None  # kernel-ablation rows: HSMA_TRSM_SMALL_KERNEL
+    small_kernel: Optional[str] = None  # kernel-ablation rows: the override small_kernel
     digits: bool = False  # the digits RBF kernel problem (real dtypes only)
 
     @property
@@ -353,7 +353,7 @@ def torch_call(case: Case, A, B) -> Callable:
 class Contender:
     name: str  # column prefix: hsma, torch, adaptive, fixed
     make: Callable  # (case, A, B) -> zero-argument callable
-    env: Optional[dict] = None  # environment for all of its calls (None values unset)
+    overrides: Optional[dict] = None  # hsma_trsm's overrides for all of its calls (None values remove a key)
     checked: bool = True  # its rel. error decides the status (False: the torch baseline)
 
 
@@ -482,7 +482,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
     X, first_s = {}, {}
     for c in contenders:
         try:
-            with bu.env_override(c.env), warnings.catch_warnings(record=True) as caught:
+            with bu.hsma_overrides(c.overrides), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 _sync(device)
                 t0 = time.perf_counter()
@@ -517,7 +517,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
             continue
         fs = first_s.get(c.name, 0.0)
         try:
-            with bu.env_override(c.env):
+            with bu.hsma_overrides(c.overrides):
                 t = _time_eager(fns[c.name], device, cfg, fs >= cfg.warm_after_s, fs)
             timings[c.name] = t
             record_timing(row, c.name, t)
@@ -535,7 +535,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
                 if c.name in failed:
                     continue
                 try:
-                    with bu.env_override(c.env):
+                    with bu.hsma_overrides(c.overrides):
                         t = bu.time_cuda_graph(fns[c.name], est_us=row[f"{c.name}_us"], warmup=cfg.warmup,
                                                target_replay_s=cfg.graph_replay_s, max_calls=cfg.graph_max_calls,
                                                target_s=cfg.graph_target_s, min_reps=cfg.graph_min_reps,
@@ -739,8 +739,8 @@ def small_cases(plan: dict, dtypes, seed: int = 0) -> list:
     return jobs
 
 
-def _small_hsma_env(kernel: str) -> Contender:
-    return Contender("hsma", hsma_call, env={"HSMA_TRSM_SMALL_KERNEL": kernel})
+def _small_hsma_forced(kernel: str) -> Contender:
+    return Contender("hsma", hsma_call, overrides={"small_kernel": kernel})
 
 
 def suite_small(ctx: Ctx) -> SuiteResult:
@@ -756,7 +756,7 @@ def suite_small(ctx: Ctx) -> SuiteResult:
 
     def run_one(job):
         case, dt = job
-        contenders = (_small_hsma_env(case.small_kernel), TORCH) if case.small_kernel else (HSMA, TORCH)
+        contenders = (_small_hsma_forced(case.small_kernel), TORCH) if case.small_kernel else (HSMA, TORCH)
         row = run_case(case, dt, ctx.device, cfg, contenders)
         row["small_kernel"] = case.small_kernel or ""
         return solve_rates(row)
@@ -770,7 +770,7 @@ def suite_small(ctx: Ctx) -> SuiteResult:
     abl = {r["small_kernel"]: r for r in rows if r["case"] == "kernel-ablation"}
     auto = [r for r in rows if r["case"] == "single" and r["m"] == r["n"] == ctx.plan["spot"]
             and r["dtype"] == "complex128"]
-    if abl and auto:  # the launcher's own choice (HSMA_TRSM_SMALL_KERNEL unset) is the single-solve row
+    if abl and auto:  # the launcher's own choice (small_kernel not forced) is the single-solve row
         abl["auto (unset)"] = auto[0]
     pipe = abl.get("pipeline")
     for r in abl.values():
@@ -778,7 +778,7 @@ def suite_small(ctx: Ctx) -> SuiteResult:
         r["vs_pipeline_graph"] = ratio(r["hsma_graph_us"], pipe["hsma_graph_us"]) if pipe else math.nan
     extra_md = []
     if abl:
-        extra_md = ["Small-kernel ablation (m = n = 64, complex128; HSMA_TRSM_SMALL_KERNEL forces a kernel; "
+        extra_md = ["Small-kernel ablation (m = n = 64, complex128; the override small_kernel forces a kernel; "
                     "ratio = that kernel's time / the pipeline's, > 1 means the pipeline is faster):", ""]
         extra_md += [f"- {k}: eager {f_us(r['hsma_us'])} us ({f_x(r['vs_pipeline'])}), graph "
                      f"{f_us(r['hsma_graph_us'])} us ({f_x(r['vs_pipeline_graph'])}); {rp.status_text(r)}"
@@ -903,18 +903,22 @@ def large_cases(plan: dict, seed: int = 0) -> list:
     return out
 
 
-def blocking_choice(dtype, k: int, env: Optional[dict] = None, gpu: Optional[str] = None,
+# The overrides of a solve that runs the block-size table's choice (nothing forced on the blocked path).
+_TABLE_PLAN = {"nb": None, "variant": None}
+
+
+def blocking_choice(dtype, k: int, overrides: Optional[dict] = None, gpu: Optional[str] = None,
                     capability: Optional[str] = None, table: str = "") -> tuple:
     """(NB, variant, source) that torch.ops.hsma._lookup_blocking reports for a k x k solve on
-    the current CUDA device (or the given gpu name / capability), under ``env`` (e.g.
-    HSMA_TRSM_NB). The C++ may still narrow it: orders <= 256 use NB <= 64, narrow right-hand
+    the current CUDA device (or the given gpu name / capability), under ``overrides`` (e.g.
+    {"nb": 128}). The C++ may still narrow it: orders <= 256 use NB <= 64, narrow right-hand
     sides (<= 64 columns in all) a wider NB (csrc/cuda_dispatch.cpp)."""
     import hsma_trsm  # noqa: F401 - registers torch.ops.hsma
 
     if gpu is None or capability is None:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         gpu, capability = props.name, f"{props.major}.{props.minor}"
-    with bu.env_override(env):
+    with bu.hsma_overrides(overrides):
         nb, variant, source = torch.ops.hsma._lookup_blocking(table, gpu, capability, dtype, int(k))
     return int(nb), str(variant), str(source)
 
@@ -966,8 +970,7 @@ def suite_large(ctx: Ctx) -> SuiteResult:
         row.setdefault("variant", "")
         if ctx.is_cuda and not row["nb"]:
             try:
-                row["nb"], row["variant"], src = blocking_choice(dt, k, env={"HSMA_TRSM_NB": None,
-                                                                             "HSMA_TRSM_VARIANT": None})
+                row["nb"], row["variant"], src = blocking_choice(dt, k, overrides=_TABLE_PLAN)
                 row["nb_source"] = _source_short(src)
             except Exception as e:  # noqa: BLE001
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + _short(e)
@@ -1018,8 +1021,8 @@ FIXED_NB = 128
 
 def suite_ablation(ctx: Ctx) -> SuiteResult:
     cfg = ctx.timing("ablation")
-    adaptive = Contender("adaptive", hsma_call, env={"HSMA_TRSM_NB": None, "HSMA_TRSM_VARIANT": None})
-    fixed = Contender("fixed", hsma_call, env={"HSMA_TRSM_NB": str(FIXED_NB), "HSMA_TRSM_VARIANT": None})
+    adaptive = Contender("adaptive", hsma_call, overrides=_TABLE_PLAN)
+    fixed = Contender("fixed", hsma_call, overrides={**_TABLE_PLAN, "nb": FIXED_NB})
     cases = [Case("ablation", "square", m, m, seed=ctx.args.seed + 7 * m) for m in ctx.plan["ablation"]]
     jobs = _dt_jobs(cases, ctx.dtypes)
     names = ("adaptive", "fixed")
@@ -1045,9 +1048,10 @@ def suite_ablation(ctx: Ctx) -> SuiteResult:
             row.setdefault(key, "")
         if ctx.is_cuda and not row["nb_adaptive"]:
             try:
-                row["nb_adaptive"], row["variant_adaptive"], src = blocking_choice(dt, case.k, env=adaptive.env)
+                row["nb_adaptive"], row["variant_adaptive"], src = blocking_choice(dt, case.k,
+                                                                                   overrides=adaptive.overrides)
                 row["nb_source"] = _source_short(src)
-                row["nb_fixed"], row["variant_fixed"], _ = blocking_choice(dt, case.k, env=fixed.env)
+                row["nb_fixed"], row["variant_fixed"], _ = blocking_choice(dt, case.k, overrides=fixed.overrides)
             except Exception as e:  # noqa: BLE001
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + _short(e)
         return row
@@ -1071,8 +1075,8 @@ def suite_ablation(ctx: Ctx) -> SuiteResult:
     cols = (_BASE + ["nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"] + _timing_cols(names)
             + ["adaptive_tflops", "fixed_tflops"] + _tail(names))
     extra = "" if ctx.is_cuda else " CPU path: LAPACK, no blocking, so NB has no effect and is not looked up."
-    method = (f"hsma alone, square left-lower solves: the block-size table's NB (adaptive; HSMA_TRSM_NB unset) "
-              f"against HSMA_TRSM_NB={FIXED_NB} (fixed), HSMA_TRSM_VARIANT unset for both (the table's variant). "
+    method = (f"hsma alone, square left-lower solves: the block-size table's NB (adaptive; no NB forced) "
+              f"against NB = {FIXED_NB} forced (fixed; the override nb), the table's variant for both. "
               "No torch here: fixed/adapt = fixed time / adaptive time (> 1: the adaptive choice is faster; the "
               "CSV's speedup column). Timing as in large." + extra)
     return SuiteResult(rows, cols, table, f"ablation: adaptive NB vs fixed NB = {FIXED_NB} (issue 5)", method)
@@ -1134,8 +1138,7 @@ def suite_split(ctx: Ctx) -> SuiteResult:
             row["activity"] = "cuda kernels" if ctx.is_cuda else "cpu ops (self time)"
             row["gap_us"] = row["call_us"] - row["kernel_us"]
             if ctx.is_cuda:
-                row["nb"], row["variant"], _ = blocking_choice(dt, case.k, env={"HSMA_TRSM_NB": None,
-                                                                               "HSMA_TRSM_VARIANT": None})
+                row["nb"], row["variant"], _ = blocking_choice(dt, case.k, overrides=_TABLE_PLAN)
             if not kernels:
                 notes.append("the profiler recorded no device activity")
             tol = _TOL.get(dt, 1e-3)
@@ -1530,9 +1533,11 @@ def main(argv=None) -> int:
     if out and bu.is_within(out, os.path.join(bu.REPO_ROOT, bu.RESULTS_DIR)) and \
             os.path.basename(os.path.normpath(out)) != bu.run_slug(env):
         print(f"WARNING: {out} is in the curated results but not this GPU's folder ({bu.run_slug(env)})", flush=True)
-    for k in ("HSMA_TRSM_NB", "HSMA_TRSM_VARIANT", "HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_TABLE"):
-        if os.environ.get(k):
-            print(f"note: {k}={os.environ[k]} is set in the environment (the ablations set/unset it themselves)")
+    if torch.ops.hsma._get_overrides():
+        print(f"note: development overrides are set ({torch.ops.hsma._get_overrides()}, from HSMA_TRSM_OVERRIDES): "
+              "every hsma solve runs under them; the ablations change only their own keys")
+    if os.environ.get("HSMA_TRSM_TABLE"):
+        print(f"note: HSMA_TRSM_TABLE={os.environ['HSMA_TRSM_TABLE']}: this block-size table, not the package's")
 
     ctx = Ctx(device=device, mode=mode, dtypes=args.dtypes, args=args, env=env, budget_scale=args.budget_scale,
               deadline=(t_start + args.time_budget) if args.time_budget > 0 else 0.0, plan=plan)

@@ -5,7 +5,7 @@
                              [--out PATH] [--sweep-csv PATH]
 
 On the current CUDA GPU, for every (dtype, size) it times square left-lower solves (m = n = size)
-for every candidate (NB, variant), forced through HSMA_TRSM_NB / HSMA_TRSM_VARIANT, keeps the
+for every candidate (NB, variant), forced through the overrides nb / variant, keeps the
 fastest, and writes the table the C++ lookup reads (default: <repo>/out/tune/<gpu>-sm<cc>.csv;
 copy it to hsma_trsm/tuning/, the file name the package picks for this GPU, to ship it). Point
 the library at another table with HSMA_TRSM_TABLE=path. The full sweep (every candidate's time)
@@ -29,15 +29,10 @@ DEFAULT_NBS = [32, 64, 128, 256, 512, 1024]
 def time_config(A, B, nb, variant, target_s):
     import hsma_trsm
 
-    os.environ["HSMA_TRSM_NB"] = str(nb)
-    os.environ["HSMA_TRSM_VARIANT"] = variant
-    try:
+    with bu.hsma_overrides({"nb": nb, "variant": variant}):
         t = bu.time_cuda_events(
             lambda: hsma_trsm.trsm(A, B), warmup=1, target_s=target_s, min_reps=3, max_reps=20, isolate=False
         )
-    finally:
-        os.environ.pop("HSMA_TRSM_NB", None)
-        os.environ.pop("HSMA_TRSM_VARIANT", None)
     return t.median_us
 
 

@@ -21,7 +21,7 @@ Inputs and bookkeeping:
     profile_kernels, classify_kernel, split_kernel_times
                                 kernel times from torch.profiler summed by category;
     host_overhead               host time per call issued back to back;
-    env_override                set/unset environment variables for a block (HSMA_TRSM_*);
+    hsma_overrides              hsma_trsm's development overrides for a block;
     env_info, slugify           GPU name, torch / CUDA / HIP versions, date, git revision;
     REPO_ROOT, run_slug, default_out_dir, curated_dir, is_within
                                 where results go: out/bench/<slug>/ by default,
@@ -74,7 +74,7 @@ __all__ = [
     "profile_kernels",
     "split_kernel_times",
     "host_overhead",
-    "env_override",
+    "hsma_overrides",
     "real_dtype",
     "dtype_name",
     "parse_dtype",
@@ -750,24 +750,13 @@ def host_overhead(
 
 
 @contextlib.contextmanager
-def env_override(env: Optional[dict]):
-    """Sets (value) or removes (None) environment variables for the block, restoring them after.
-    The C++ side reads HSMA_TRSM_NB / HSMA_TRSM_SMALL_KERNEL with getenv on every call."""
-    env = env or {}
-    saved = {k: os.environ.get(k) for k in env}
-    try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = str(v)
+def hsma_overrides(keys: Optional[dict]):
+    """hsma_trsm's development overrides for the block (hsma_trsm._ops.overrides; {key: value},
+    a value of None removes the key), the previous ones restored after it."""
+    from hsma_trsm import _ops
+
+    with _ops.overrides(**(keys or {})):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 # ----------------------------------------------------------------------------------------------

@@ -31,9 +31,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <unistd.h>  // environ
-
 #include "kernels/trsm_problem.h"
+#include "overrides.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -132,120 +131,26 @@ const DeviceIdentity& device_identity() {
   return it->second;
 }
 
-// Whether any environment variable's name starts with HSMA_TRSM_ (the options below): one pass
-// over the environment, so that a small solve with no option set does not pay one getenv per
-// option (host time per call is most of a small solve's eager cost).
-bool any_option_set() {
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
-    if (std::strncmp(*e, "HSMA_TRSM_", 10) == 0) return true;
-  return false;
-}
-
-// HSMA_TRSM_SMALL_KERNEL=columns|segments|warps|tiles|mma|pipeline forces one small-path kernel
-// (ablations, tests; pipeline applies to complex128 only, warps where it fits in shared memory, tiles
-// at 33-64 rows, mma to float64 and complex128 on sm_80+).
-SmallKernel small_kernel_choice() {
-  const char* env = std::getenv("HSMA_TRSM_SMALL_KERNEL");
-  if (env == nullptr || *env == '\0') return SmallKernel::kAuto;
-  const std::string v(env);
-  if (v == "columns") return SmallKernel::kColumns;
-  if (v == "segments") return SmallKernel::kSegments;
-  if (v == "pipeline") return SmallKernel::kPipeline;
-  if (v == "warps") return SmallKernel::kWarpTasks;
-  if (v == "tiles") return SmallKernel::kTiles;
-  if (v == "mma") return SmallKernel::kMma;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_SMALL_KERNEL=", v,
-                  " (expected columns, segments, warps, tiles, mma or pipeline)");
-  return SmallKernel::kAuto;
-}
-
-// An ablation/test option: the environment variable `name` set to one of `values` gives that
-// value; unset or empty gives 0 (the launcher's choice), anything else 0 and a warning (once per
-// variable).
-int option_choice(const char* name, std::initializer_list<int> values) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return 0;
-  const std::string v(env);
-  std::string expected;
-  for (int value : values) {
-    if (v == std::to_string(value)) return value;
-    expected += (expected.empty() ? "" : ", ") + std::to_string(value);
-  }
-  static std::mutex mutex;
-  static std::vector<std::string> warned;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (std::find(warned.begin(), warned.end(), name) == warned.end()) {
-    warned.emplace_back(name);
-    TORCH_WARN("hsma_trsm: ignoring ", name, "=", v, " (expected one of ", expected, ")");
-  }
-  return 0;
-}
-
-// HSMA_TRSM_SEGMENT_LANES=8|32 forces the segment kernel's lanes per column (ablations, tests; 32:
-// "warp-wide" segments, which with blocked rows use M / 2 lanes).
-int segment_lanes_choice() { return option_choice("HSMA_TRSM_SEGMENT_LANES", {8, 32}); }
-
-// HSMA_TRSM_SEGMENT_ROWS=1|2 forces how warp-wide (few-column) segments hold a column's rows: 1
-// strided (one row per lane and step), 2 contiguous rows per lane (the blocked substitution;
-// ablations, tests).
-int segment_rows_choice() { return option_choice("HSMA_TRSM_SEGMENT_ROWS", {1, 2}); }
-
-// HSMA_TRSM_SEGMENT_STEPS=1|2|4|32 forces how many steps of the blocked substitution (warp-wide
-// segments with 2 rows per lane) one iteration of its loop takes; 32: fully unrolled; 1|2|4 also
-// those of the tile kernel where it is forced (HSMA_TRSM_SMALL_KERNEL=tiles) (ablations, tests).
-int segment_steps_choice() { return option_choice("HSMA_TRSM_SEGMENT_STEPS", {1, 2, 4, 32}); }
-
-// HSMA_TRSM_COLUMN_ROWS=16|32|64 forces the most of a column's rows a column-kernel thread holds
-// in registers at once (ablations, tests): 16 splits complex columns of 17-32 rows in halves, 16 and
-// 32 split columns of 33-64 rows in halves (the split kernel), 64 never splits.
-int column_rows_choice() { return option_choice("HSMA_TRSM_COLUMN_ROWS", {16, 32, 64}); }
-
-// HSMA_TRSM_MMA_WARPS=4|8 forces the tensor-core kernel's warps per block (8 columns each;
-// ablations, tests).
-int mma_warps_choice() { return option_choice("HSMA_TRSM_MMA_WARPS", {4, 8}); }
-
-// HSMA_TRSM_MMA_FOLD=0|1 forces whether the tensor-core kernel folds A's inverses (1: also with one
-// column tile per matrix) or substitutes (0) where A is batched (ablations, tests); -1 when unset:
-// the launcher's choice (fold where a matrix has several column tiles). One A for every task is
-// always folded.
-int mma_fold_choice() {
-  const char* env = std::getenv("HSMA_TRSM_MMA_FOLD");
-  if (env == nullptr || *env == '\0') return -1;
-  return option_choice("HSMA_TRSM_MMA_FOLD", {0, 1}) == 1 ? 1 : std::string(env) == "0" ? 0 : -1;
-}
-
-// HSMA_TRSM_ASYNC_COPY=0 stages the small kernels' triangles through registers instead of cp.async
-// (ablations).
-bool async_copy_choice() {
-  const char* env = std::getenv("HSMA_TRSM_ASYNC_COPY");
-  return env == nullptr || std::string(env) != "0";
-}
-
-// HSMA_TRSM_PDL=0|1|2 forces the small kernels' launches on sm_90+ (ablations, tests;
-// SolveProblem::dependent_launch): 0 plain, 1 programmatic dependent launches that release the
-// next kernel when they start, 2 when they complete; -1 when unset: the launcher's choice of 1 or 2.
-int dependent_launch_choice() {
-  const char* env = std::getenv("HSMA_TRSM_PDL");
-  if (env == nullptr || *env == '\0') return -1;
-  if (std::string(env) == "0") return 0;
-  const int v = option_choice("HSMA_TRSM_PDL", {0, 1, 2});
-  return v ? v : -1;
-}
-
-// HSMA_TRSM_MAX_BLOCKS=k (a positive integer) caps every small-path launch at k blocks, so that
-// each block's grid-stride loop takes several tasks (tests; SolveProblem::max_blocks); 0 when
-// unset, anything else 0 and a warning (once).
-int64_t max_blocks_choice() {
-  const char* env = std::getenv("HSMA_TRSM_MAX_BLOCKS");
-  if (env == nullptr || *env == '\0') return 0;
-  // Digits only (no sign, space or exponent), at most 9 of them (a grid has at most 2^31 - 1 blocks).
-  const size_t len = std::strlen(env);
-  bool digits = len > 0 && len <= 9;
-  for (size_t i = 0; digits && i < len; ++i) digits = env[i] >= '0' && env[i] <= '9';
-  const long long v = digits ? std::atoll(env) : 0;
-  if (v > 0) return v;
-  TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_MAX_BLOCKS=", env, " (expected a positive integer)");
-  return 0;
+// The small-path overrides as SolveProblem's fields (SmallKernelName has SmallKernel's order).
+static_assert(int(SmallKernelName::kColumns) == int(SmallKernel::kColumns) &&
+              int(SmallKernelName::kSegments) == int(SmallKernel::kSegments) &&
+              int(SmallKernelName::kPipeline) == int(SmallKernel::kPipeline) &&
+              int(SmallKernelName::kWarpTasks) == int(SmallKernel::kWarpTasks) &&
+              int(SmallKernelName::kTiles) == int(SmallKernel::kTiles) &&
+              int(SmallKernelName::kMma) == int(SmallKernel::kMma),
+              "SmallKernelName (overrides.h) must list SmallKernel's kernels in its order");
+template <typename K>
+void apply_overrides(SolveProblem<K>& p, const Overrides& o) {
+  p.kernel = static_cast<SmallKernel>(o.small_kernel);
+  p.segment_lanes = o.segment_lanes;
+  p.segment_rows = o.segment_rows;
+  p.segment_steps = o.segment_steps;
+  p.column_rows = o.column_rows;
+  p.mma_warps = o.mma_warps;
+  p.mma_fold = o.mma_fold;
+  p.async_copy = o.async_copy;
+  p.dependent_launch = o.pdl;
+  p.max_blocks = o.max_blocks;
 }
 
 template <typename S>
@@ -288,18 +193,8 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.conj = c.conj;
   p.unit = args.unit;
   p.alpha = to_kernel_scalar<K>(args.alpha);
-  if (any_option_set()) {  // (else the defaults: the launcher's choices, cp.async)
-    p.kernel = small_kernel_choice();
-    p.segment_lanes = segment_lanes_choice();
-    p.segment_rows = segment_rows_choice();
-    p.segment_steps = segment_steps_choice();
-    p.column_rows = column_rows_choice();
-    p.mma_warps = mma_warps_choice();
-    p.mma_fold = mma_fold_choice();
-    p.async_copy = async_copy_choice();
-    p.dependent_launch = dependent_launch_choice();
-    p.max_blocks = max_blocks_choice();
-  }
+  const Overrides& o = overrides();
+  if (o.small_forced) apply_overrides(p, o);  // (else SolveProblem's defaults: the launcher's choices)
   if (!c.lower) {  // read the upper triangle backwards: a lower one
     p.L += (p.m - 1) * (p.l.row + p.l.col);
     p.l = {-p.l.row, -p.l.col};
@@ -322,7 +217,8 @@ constexpr int64_t kNarrowMaxNB = 512;  // ... and the largest NB taken for them 
 // directly, on the handle (stream, workspace, math mode) that ATen keeps for the current stream:
 // no dispatcher, output allocation or layout checks per call. A layout cuBLAS cannot take (a
 // conjugated column-major operand, an output with no unit stride, sizes beyond int) falls back to
-// ATen's baddbmm, as do ROCm and builds without the cuBLAS headers. HSMA_TRSM_ATEN_GEMM=1 forces ATen's path (for comparisons).
+// ATen's baddbmm, as do ROCm and builds without the cuBLAS headers; the override aten_gemm=1
+// forces ATen's path (for comparisons).
 
 // A 3-D strided view (batch, rows, cols) of a tensor's storage: element (b, i, j) at base's data +
 // offset + b * bs + i * rs + j * cs. conj: the view holds the conjugates of base's values. The
@@ -367,11 +263,6 @@ void aten_gemm_into(const StridedView& Dv, const c10::Scalar& alpha, const Strid
 }
 
 #if HSMA_DIRECT_CUBLAS
-bool aten_gemm_forced() {
-  const char* env = std::getenv("HSMA_TRSM_ATEN_GEMM");
-  return env != nullptr && env[0] == '1' && env[1] == '\0';
-}
-
 // cuBLAS's view of an r x c matrix with strides (rs, cs) and an optional conjugate: op(X) for a
 // column-major X with leading dimension ld; false if none fits.
 struct BlasOperand {
@@ -457,7 +348,7 @@ template <typename S>
 void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
                const c10::Scalar& beta, BlasHandle& h) {
 #if HSMA_DIRECT_CUBLAS
-  if (!aten_gemm_forced() && blas_gemm_into<S>(D, alpha, A, B, beta, h)) return;
+  if (!overrides().aten_gemm && blas_gemm_into<S>(D, alpha, A, B, beta, h)) return;
 #endif
   aten_gemm_into(D, alpha, A, B, beta);
 }
@@ -474,18 +365,13 @@ at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& 
 
 // Inner block IB for the diagonal-block inversion (the paper's NB / 8): the kernel inverts the
 // IB x IB diagonal tiles (IB sequential steps instead of NB) and GEMMs combine them. Used for a
-// power-of-two NB >= kTwoLevelMinNB and one triangle shared by the batch; HSMA_TRSM_IB=k forces
-// IB (a power of two; IB >= NB inverts NB x NB tiles directly, for ablations).
+// power-of-two NB >= kTwoLevelMinNB and one triangle shared by the batch; the override ib forces
+// IB (IB >= NB inverts NB x NB tiles directly, for ablations).
 constexpr int64_t kTwoLevelMinNB = 256;
 int64_t inner_block(int64_t nb, int64_t a_batch) {
   const bool pow2 = (nb & (nb - 1)) == 0;
   if (!pow2 || a_batch != 1) return nb;
-  if (const char* env = std::getenv("HSMA_TRSM_IB")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end && *end == '\0' && v >= 1 && (v & (v - 1)) == 0) return std::min<int64_t>(v, nb);
-    TORCH_WARN_ONCE("hsma_trsm: ignoring HSMA_TRSM_IB=", env, " (a power of two)");
-  }
+  if (overrides().ib > 0) return std::min(overrides().ib, nb);
   return nb >= kTwoLevelMinNB ? nb / 8 : nb;
 }
 
@@ -557,7 +443,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
                                              A.scalar_type(), k);
   int64_t nb = choice.nb;
-  const bool forced = choice.source.rfind("HSMA_TRSM_NB", 0) != std::string::npos;
+  const bool forced = choice.forced;
   // Medium orders: leaves of at most 64 rows solved directly by the small kernel (no inversion
   // launch, no leaf GEMM); the inversion's sequential steps would cost more than they save.
   if (!forced && k <= kDirectLeavesMaxK) nb = std::min(nb, kSmallMaxM);

@@ -83,13 +83,14 @@ enum class BlockedVariant { kRecursive, kBlocked };
 struct BlockChoice {
   int64_t nb;
   BlockedVariant variant;
-  std::string source;  // "default", "table <path> (size s)", "HSMA_TRSM_NB", ...
+  std::string source;   // "default", "table <path> (size s)", "override nb", ...
+  bool forced = false;  // nb forced by the overrides: no rule changes it
 };
 constexpr int64_t kDiagInverseMaxNBHost = 1024;
 
 // The block-size table for a GPU (see csrc/tuning.cpp); "" when no directory is known.
 std::string table_path_for(const std::string& gpu, const std::string& capability);
-// Nearest-size lookup in the table at `path` (env overrides applied); never throws for a bad table.
+// Nearest-size lookup in the table at `path` (overrides applied); never throws for a bad table.
 BlockChoice lookup_blocking(const std::string& path, const std::string& gpu, const std::string& capability,
                             at::ScalarType dtype, int64_t k);
 const char* variant_name(BlockedVariant v);

@@ -10,7 +10,7 @@
 //   float32,1024,256,recursive
 // Resolution: HSMA_TRSM_TABLE=path if set, else <package>/tuning/<gpu-slug>-sm<cc>.csv.
 // A missing, malformed or foreign-GPU table gives one warning and the default.
-// HSMA_TRSM_NB=k and HSMA_TRSM_VARIANT=recursive|blocked override the table (experiments).
+// The overrides nb and variant replace the table's choice (csrc/overrides.h).
 #include <torch/library.h>
 
 #include <cctype>
@@ -23,6 +23,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "overrides.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -139,9 +140,8 @@ std::string gpu_slug(const std::string& name) {
 }
 
 std::string table_path_for(const std::string& gpu, const std::string& capability) {
-  if (const char* env = std::getenv("HSMA_TRSM_TABLE")) {
-    if (*env) return env;
-  }
+  const std::string env = table_path_from_env();
+  if (!env.empty()) return env;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_table_dir.empty()) return "";
   std::string cc;
@@ -179,26 +179,15 @@ BlockChoice lookup_blocking(const std::string& path, const std::string& gpu, con
       }
     }
   }
-  if (const char* env = std::getenv("HSMA_TRSM_NB")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end && *end == '\0' && v >= 1 && v <= kDiagInverseMaxNBHost) {
-      choice.nb = v;
-      choice.source = "HSMA_TRSM_NB";
-    } else {
-      std::lock_guard<std::mutex> lock(g_mutex);
-      warn_once(std::string("NB=") + env, std::string("ignoring HSMA_TRSM_NB=") + env + " (an integer in 1..1024)");
-    }
+  const Overrides& o = overrides();
+  if (o.nb > 0) {
+    choice.nb = o.nb;
+    choice.forced = true;
+    choice.source = "override nb";
   }
-  if (const char* env = std::getenv("HSMA_TRSM_VARIANT")) {
-    BlockedVariant v;
-    if (parse_variant(env, &v)) {
-      choice.variant = v;
-      choice.source += "+HSMA_TRSM_VARIANT";
-    } else {
-      std::lock_guard<std::mutex> lock(g_mutex);
-      warn_once(std::string("V=") + env, std::string("ignoring HSMA_TRSM_VARIANT=") + env + " (recursive or blocked)");
-    }
+  if (o.variant >= 0) {
+    choice.variant = static_cast<BlockedVariant>(o.variant);
+    choice.source += ", override variant";
   }
   return choice;
 }

@@ -1,5 +1,9 @@
 """Loads the compiled library and registers the Python-side part of torch.ops.hsma.trsm and
-torch.ops.hsma.trsm_: their fake kernels (shape inference for torch.compile / FakeTensor)."""
+torch.ops.hsma.trsm_: their fake kernels (shape inference for torch.compile / FakeTensor).
+
+Private, for tests, benchmarks, the tuner and probes: the development overrides (overrides,
+set_overrides, get_overrides) and the blocked path's plan (block_plan)."""
+import contextlib
 import os
 
 import torch
@@ -32,6 +36,46 @@ _C = _load_library()
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 # The C++ side finds the shipped block-size tables (hsma_trsm/tuning/*.csv) here.
 torch.ops.hsma._set_tuning_dir(os.path.join(_HERE, "tuning"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Development overrides (csrc/overrides.h; keys and values in docs/kernels.md): forced kernel and
+# block-size choices, one object in C++ that every solve reads. An unknown key or a bad value
+# raises ValueError naming the key.
+
+
+def get_overrides():
+    """The keys set now, {key: value as a string}."""
+    spec = torch.ops.hsma._get_overrides()
+    return dict(item.split("=", 1) for item in spec.split(",") if item)
+
+
+def set_overrides(**keys):
+    """Sets the given keys (a value of None removes one) and keeps the others; returns the
+    previous spec, which torch.ops.hsma._set_overrides(spec) restores."""
+    previous = torch.ops.hsma._get_overrides()
+    merged = get_overrides()
+    for key, value in keys.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = str(int(value)) if isinstance(value, bool) else str(value)
+    torch.ops.hsma._set_overrides(",".join(f"{k}={v}" for k, v in merged.items()))
+    return previous
+
+
+@contextlib.contextmanager
+def overrides(**keys):
+    """set_overrides(**keys) for the block; the previous overrides are restored after it."""
+    previous = set_overrides(**keys)
+    try:
+        yield
+    finally:
+        torch.ops.hsma._set_overrides(previous)
+
+
+# HSMA_TRSM_OVERRIDES (read when the library loaded) with a bad value stops the import here.
+get_overrides()
 
 
 def _result_shape(A, B, left):

@@ -27,6 +27,7 @@ import scipy.linalg
 import torch
 
 import hsma_trsm  # noqa: F401  (registers torch.ops.hsma)
+from hsma_trsm import _ops as hsma_ops
 
 sys.modules.setdefault("conftest", sys.modules[__name__])
 
@@ -62,32 +63,31 @@ TRANS = ["N", "T", "C"]
 
 
 # Options of a small-path kernel spec "kernel[:lanes][+option...]" (see set_small_kernel): each
-# option and the environment variable it sets.
+# option and the override it sets (docs/kernels.md).
 _KERNEL_OPTIONS = {
-    "sync-copy": ("HSMA_TRSM_ASYNC_COPY", "0"),  # triangles staged through registers
-    "plain-launch": ("HSMA_TRSM_PDL", "0"),  # no programmatic dependent launch (sm_90+)
-    "pdl-at-start": ("HSMA_TRSM_PDL", "1"),  # the next kernel's launch released when one starts (sm_90+)
-    "pdl-at-end": ("HSMA_TRSM_PDL", "2"),  # ... when it completes
-    "rows16": ("HSMA_TRSM_COLUMN_ROWS", "16"),  # the split column kernel, also for complex types at 17-32 rows
-    "rows32": ("HSMA_TRSM_COLUMN_ROWS", "32"),  # the split column kernel at 33-64 rows
-    "mma4": ("HSMA_TRSM_MMA_WARPS", "4"),  # four warps per block of the tensor-core kernel
-    **{f"seg-rows{r}": ("HSMA_TRSM_SEGMENT_ROWS", r) for r in ("1", "2")},  # rows per lane, warp-wide segments
-    **{f"steps{s}": ("HSMA_TRSM_SEGMENT_STEPS", s) for s in ("1", "2", "4", "32")},  # blocked substitution's loop
+    "sync-copy": ("async_copy", 0),  # triangles staged through registers
+    "plain-launch": ("pdl", 0),  # no programmatic dependent launch (sm_90+)
+    "pdl-at-start": ("pdl", 1),  # the next kernel's launch released when one starts (sm_90+)
+    "pdl-at-end": ("pdl", 2),  # ... when it completes
+    "rows16": ("column_rows", 16),  # the split column kernel, also for complex types at 17-32 rows
+    "rows32": ("column_rows", 32),  # the split column kernel at 33-64 rows
+    "mma4": ("mma_warps", 4),  # four warps per block of the tensor-core kernel
+    **{f"seg-rows{r}": ("segment_rows", r) for r in (1, 2)},  # rows per lane, warp-wide segments
+    **{f"steps{s}": ("segment_steps", s) for s in (1, 2, 4, 32)},  # blocked substitution's loop
 }
 
 
-def set_small_kernel(monkeypatch, spec):
-    """Forces the small-path kernel of `spec`, "kernel[:lanes][+option...]": kernel "auto" (the
-    launcher's choice) or a HSMA_TRSM_SMALL_KERNEL name, lanes HSMA_TRSM_SEGMENT_LANES, options from
-    _KERNEL_OPTIONS (an unknown one raises KeyError)."""
+def set_small_kernel(hsma_overrides, spec):
+    """Forces the small-path kernel of `spec`, "kernel[:lanes][+option...]" through the setter of
+    the hsma_overrides fixture: kernel "auto" (the launcher's choice) or a small_kernel name, lanes
+    segment_lanes, options from _KERNEL_OPTIONS (an unknown one raises KeyError)."""
     kernel, *options = spec.split("+")
-    for option in options:
-        monkeypatch.setenv(*_KERNEL_OPTIONS[option])
+    forced = dict(_KERNEL_OPTIONS[option] for option in options)
     if kernel != "auto":
-        name, _, lanes = kernel.partition(":")
-        monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", name)
+        forced["small_kernel"], _, lanes = kernel.partition(":")
         if lanes:
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_LANES", lanes)
+            forced["segment_lanes"] = lanes
+    hsma_overrides(**forced)
 
 
 def pytest_configure(config):
@@ -361,14 +361,22 @@ def sync(device):
 
 
 @pytest.fixture
-def block_size(monkeypatch):
-    """Returns a setter for HSMA_TRSM_NB (restored after the test)."""
+def hsma_overrides():
+    """A setter of the library's development overrides (hsma_trsm._ops.set_overrides: keys as
+    keywords, None removes one); the overrides from before the test are restored after it."""
+    previous = torch.ops.hsma._get_overrides()
+    yield hsma_ops.set_overrides
+    torch.ops.hsma._set_overrides(previous)
+
+
+@pytest.fixture
+def block_size(hsma_overrides):
+    """Returns a setter of the forced block size NB (the override nb; restored after the test)."""
 
     def set_nb(nb):
-        monkeypatch.setenv("HSMA_TRSM_NB", str(nb))
+        hsma_overrides(nb=nb)
 
     return set_nb
-
 
 
 def pytest_terminal_summary(terminalreporter):

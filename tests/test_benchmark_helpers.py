@@ -198,18 +198,15 @@ def test_host_overhead_counts_calls():
     assert 0 < r["host_min_us"] <= r["host_us"] <= r["wall_us"]
 
 
-def test_env_override_sets_unsets_and_restores(monkeypatch):
-    monkeypatch.setenv("HSMA_BENCH_TEST_A", "old")
-    monkeypatch.delenv("HSMA_BENCH_TEST_B", raising=False)
+def test_hsma_overrides_sets_removes_and_restores(hsma_overrides):
+    hsma_overrides(nb=64, variant="blocked")
     with pytest.raises(RuntimeError):
-        with bu.env_override({"HSMA_BENCH_TEST_A": None, "HSMA_BENCH_TEST_B": 128}):
-            assert "HSMA_BENCH_TEST_A" not in os.environ
-            assert os.environ["HSMA_BENCH_TEST_B"] == "128"
+        with bu.hsma_overrides({"nb": None, "small_kernel": "tiles"}):
+            assert torch.ops.hsma._get_overrides() == "small_kernel=tiles,variant=blocked"
             raise RuntimeError("inside")
-    assert os.environ["HSMA_BENCH_TEST_A"] == "old"
-    assert "HSMA_BENCH_TEST_B" not in os.environ
-    with bu.env_override(None):
-        pass
+    assert torch.ops.hsma._get_overrides() == "nb=64,variant=blocked"
+    with bu.hsma_overrides(None):
+        assert torch.ops.hsma._get_overrides() == "nb=64,variant=blocked"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -364,8 +361,7 @@ def test_hsma_and_torch_calls_solve_the_same_problem(trans, left):
     assert bu.rel_error(select(X1), ref) < 1e-12
 
 
-def test_blocking_choice_reads_the_shipped_table(monkeypatch):
-    monkeypatch.delenv("HSMA_TRSM_NB", raising=False)
+def test_blocking_choice_reads_the_shipped_table():
     # The expected entry is read from the shipped file itself (it changes whenever the H200 is re-tuned).
     table = os.path.join(bu.REPO_ROOT, "hsma_trsm", "tuning", "nvidia-h200-sm90.csv")
     with open(table) as f:
@@ -373,12 +369,12 @@ def test_blocking_choice_reads_the_shipped_table(monkeypatch):
     assert len(rows) == 1
     want = (int(rows[0][2]), rows[0][3])
     nb, variant, source = bm.blocking_choice(torch.float64, 4096, gpu="NVIDIA H200", capability="9.0",
-                                             env={"HSMA_TRSM_NB": None, "HSMA_TRSM_VARIANT": None})
+                                             overrides={"nb": None, "variant": None})
     assert (nb, variant) == want and "nvidia-h200-sm90.csv" in source
     nb, variant, source = bm.blocking_choice(torch.float64, 4096, gpu="NVIDIA H200", capability="9.0",
-                                             env={"HSMA_TRSM_NB": "128", "HSMA_TRSM_VARIANT": None})
-    assert (nb, variant, source) == (128, want[1], "HSMA_TRSM_NB")
-    assert "HSMA_TRSM_NB" not in os.environ
+                                             overrides={"nb": 128, "variant": None})
+    assert (nb, variant, source) == (128, want[1], "override nb")
+    assert torch.ops.hsma._get_overrides() == ""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -164,13 +164,13 @@ def _check_chain(A, B, X1, X2, X3):
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("spec,k,batch,n,dtype", CHAIN_CASES)
-def test_dependent_small_solves(device, spec, k, batch, n, dtype, monkeypatch):
+def test_dependent_small_solves(device, spec, k, batch, n, dtype, hsma_overrides):
     """Each solve of _chain right after the one it depends on, eager and replayed from a graph (new
     inputs copied in), against the float64/complex128 reference of each step's actual input. The
     graph's replay is where a kernel starts while the one before it ends (sm_90+; where the next
     launch is released only at completion, or on older GPUs with plain launches, the same checks
     hold but a missing wait would hardly show)."""
-    set_small_kernel(monkeypatch, spec)
+    set_small_kernel(hsma_overrides, spec)
     gen = make_generator(7)
 
     def inputs():

@@ -77,21 +77,21 @@ def _scaled_problem(k, n, dtype, left, lower, pattern, device, gen):
     return T, Xt
 
 
-def exact_leaves_if_blocked(device, k, monkeypatch):
+def exact_leaves_if_blocked(device, k, hsma_overrides):
     """On CUDA, orders above 256 take the blocked path, which multiplies by inverted diagonal
     blocks (the HSMA-TRSM design): with pivots whose reciprocals overflow, those inverses hold
-    inf, and inf/nan spread differently from a substitution. HSMA_TRSM_NB=64 makes every diagonal
+    inf, and inf/nan spread differently from a substitution. The override nb=64 makes every diagonal
     block a direct (substitution) leaf, the documented exact setting, tested here;
     test_blocked_path_extreme_pivots_limitation records the default's behaviour."""
     if torch.device(device).type == "cuda" and k > 256:
-        monkeypatch.setenv("HSMA_TRSM_NB", "64")
+        hsma_overrides(nb=64)
 
 
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.xfail(strict=True, reason="inverted diagonal blocks overflow for subnormal pivots (README: blocked path)")
-def test_blocked_path_extreme_pivots_limitation(device, monkeypatch):
-    monkeypatch.delenv("HSMA_TRSM_NB", raising=False)
+def test_blocked_path_extreme_pivots_limitation(device, hsma_overrides):
+    hsma_overrides(nb=None)
     T, Xt = _scaled_problem(300, 3, torch.float32, True, True, "sub", device, make_generator(7))
     A = torch.from_numpy(T.astype(np.float64)).to(device, torch.float32)
     B = torch.from_numpy((T @ Xt).astype(np.float64)).to(device, torch.float32)
@@ -106,8 +106,8 @@ def test_blocked_path_extreme_pivots_limitation(device, monkeypatch):
 @pytest.mark.parametrize("k", [5, 40, 150, 300])
 @pytest.mark.parametrize("left,lower,trans", [(True, True, "N"), (False, False, "T"), (True, False, "C"),
                                               (False, True, "N")])
-def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans, monkeypatch):
-    exact_leaves_if_blocked(device, k, monkeypatch)
+def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans, hsma_overrides):
+    exact_leaves_if_blocked(device, k, hsma_overrides)
     check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
 
 
@@ -118,16 +118,16 @@ def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans
 @pytest.mark.parametrize("kernel", ["segments:8", "tiles", "tiles+steps1", "tiles+steps2", "tiles+steps4", "mma",
                                     "segments+seg-rows1", "segments+seg-rows2",
                                     "segments+seg-rows2+steps1", "segments+seg-rows2+steps4"])
-def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
+def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, hsma_overrides):
     """The kernels for batches of many columns, the segment kernel with 8 lanes per column
-    (HSMA_TRSM_SEGMENT_LANES; complex k = 41 takes its 48-row build), the tile kernel (33-64
-    rows; its default loop or 1, 2 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS; k = 29
+    (segment_lanes; complex k = 41 takes its 48-row build), the tile kernel (33-64
+    rows; its default loop or 1, 2 or 4 steps per iteration, segment_steps; k = 29
     takes another kernel), the tensor-core kernel (float64 and complex128; its 8-row
     diagonal blocks substituted by the dividing copy), and warp-wide segments with strided or
-    blocked rows (HSMA_TRSM_SEGMENT_ROWS, 1 or 2 contiguous rows per lane; the blocked ones also
-    as a loop of 1 or 4 steps per iteration, HSMA_TRSM_SEGMENT_STEPS), divide where a
+    blocked rows (segment_rows, 1 or 2 contiguous rows per lane; the blocked ones also
+    as a loop of 1 or 4 steps per iteration, segment_steps), divide where a
     reciprocal would not do."""
-    set_small_kernel(monkeypatch, kernel)
+    set_small_kernel(hsma_overrides, kernel)
     for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
                                                                          (True, False, "C")]):
         check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
@@ -139,7 +139,7 @@ def test_extreme_pivots_batch_kernels(device, dtype, k, kernel, monkeypatch):
                                           (torch.complex128, "auto")], ids=["complex64", "complex128-tiles", "complex128"])
 @pytest.mark.parametrize("pattern", ["sub", "huge"])
 @pytest.mark.parametrize("max_blocks", [None, "3"], ids=["block-per-task", "grid3"])
-def test_extreme_pivots_in_tile_batches(device, dtype, kernel, pattern, max_blocks, monkeypatch):
+def test_extreme_pivots_in_tile_batches(device, dtype, kernel, pattern, max_blocks, hsma_overrides):
     """A large complex batch of 64x64 triangles with 100 columns each, in the tile kernel (complex64
     by the launcher's choice: one column tile of eight warps, seven with columns, the seventh partly
     past n; complex128 forced: two tiles) or the launcher's tensor-core kernel (complex128 on sm_80+:
@@ -147,12 +147,12 @@ def test_extreme_pivots_in_tile_batches(device, dtype, kernel, pattern, max_bloc
     matrix with pivots whose reciprocals would not do: those tasks leave the register tiles for one
     serial column per lane (substitute_column_exact), or substitute with divisions instead of
     folding, in the same launch as the ordinary ones. Each entry against its extended-precision
-    substitution. With the grid capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), each block alternates
+    substitution. With the grid capped at 3 blocks (the override max_blocks), each block alternates
     between the two kinds of task, clearing and setting the shared flag that tells them apart once
     per task."""
-    set_small_kernel(monkeypatch, kernel)
+    set_small_kernel(hsma_overrides, kernel)
     if max_blocks is not None:
-        monkeypatch.setenv("HSMA_TRSM_MAX_BLOCKS", max_blocks)
+        hsma_overrides(max_blocks=max_blocks)
     k, n = 64, 100
     batch = 4 * torch.cuda.get_device_properties(device).multi_processor_count + 72
     gen = make_generator(11 + len(pattern))
@@ -285,8 +285,8 @@ def test_nonfinite_batched_vs_unbatched(device, dtype, k, left, upper, trans):
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex64], ids=dtype_id)
 @pytest.mark.parametrize("k", [9, 40, 100, 300])
-def test_nonfinite_cuda_vs_cpu(device, dtype, k, monkeypatch):
-    exact_leaves_if_blocked(device, k, monkeypatch)
+def test_nonfinite_cuda_vs_cpu(device, dtype, k, hsma_overrides):
+    exact_leaves_if_blocked(device, k, hsma_overrides)
     gen = make_generator(k + 4)
     for left, upper, trans in [(True, False, "N"), (False, True, "C")]:
         A, B = _poisoned_batch(k, dtype, "cpu", gen, left, upper)
@@ -327,34 +327,34 @@ def test_bitwise_deterministic(device, dtype, k, batch, other):
 # Every CUDA code path once, on small inputs: the compute-sanitizer subset.
 
 SWEEP = [
-    # (k, batch, other, left, upper, trans, unit, dtype, env)
+    # (k, batch, other, left, upper, trans, unit, dtype, overrides)
     pytest.param(8, (3,), 16, True, False, "N", False, torch.float32, {}, id="small-columns-f32"),
     pytest.param(33, (), 2, False, True, "C", True, torch.complex64, {}, id="small-segments-c64"),
     pytest.param(48, (2,), 3, True, True, "T", False, torch.complex128,
-                 {"HSMA_TRSM_SMALL_KERNEL": "segments"}, id="small-segments-c128"),
-    pytest.param(64, (2,), 5, True, False, "N", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "columns"},
+                 {"small_kernel": "segments"}, id="small-segments-c128"),
+    pytest.param(64, (2,), 5, True, False, "N", True, torch.float64, {"small_kernel": "columns"},
                  id="small-columns-k64"),
-    pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "pipeline"},
+    pytest.param(64, (3,), 70, True, False, "C", False, torch.complex128, {"small_kernel": "pipeline"},
                  id="small-pipeline-c128"),
     pytest.param(32, (600,), 1, True, False, "N", False, torch.complex64, {}, id="small-warp-tasks"),
     pytest.param(64, (40,), 64, False, False, "N", False, torch.complex64, {}, id="small-narrow-segments-c64"),
     pytest.param(45, (40,), 64, True, True, "T", False, torch.complex128, {}, id="small-narrow-segments-48-c128"),
     pytest.param(41, (600,), 70, True, False, "N", False, torch.complex128, {},
                  id="small-mma-41-c128-batch"),  # (the tile kernel before 8c7e52d; below sm_90 still)
-    pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
-                 "HSMA_TRSM_SEGMENT_LANES": "8"}, id="small-narrow-segments-c128"),
-    pytest.param(61, (), 11, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments"},
+    pytest.param(40, (5,), 17, True, True, "C", False, torch.complex128, {"small_kernel": "segments",
+                 "segment_lanes": "8"}, id="small-narrow-segments-c128"),
+    pytest.param(61, (), 11, True, False, "C", False, torch.complex128, {"small_kernel": "segments"},
                  id="small-blocked-segments-c128"),
-    pytest.param(27, (2,), 3, False, True, "T", True, torch.float32, {"HSMA_TRSM_SEGMENT_ROWS": "1"},
+    pytest.param(27, (2,), 3, False, True, "T", True, torch.float32, {"segment_rows": "1"},
                  id="small-strided-segments-f32"),
-    pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "columns",
-                 "HSMA_TRSM_ASYNC_COPY": "0"}, id="small-columns-register-staging"),
-    pytest.param(64, (3,), 70, False, True, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "columns"},
+    pytest.param(64, (3,), 9, True, False, "C", False, torch.complex64, {"small_kernel": "columns",
+                 "async_copy": "0"}, id="small-columns-register-staging"),
+    pytest.param(64, (3,), 70, False, True, "C", False, torch.complex128, {"small_kernel": "columns"},
                  id="small-columns-split-c128"),
-    pytest.param(50, (2,), 7, True, False, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "columns",
-                 "HSMA_TRSM_COLUMN_ROWS": "32"}, id="small-columns-split-f32"),
+    pytest.param(50, (2,), 7, True, False, "T", True, torch.float32, {"small_kernel": "columns",
+                 "column_rows": "32"}, id="small-columns-split-f32"),
     pytest.param(64, (600,), 64, True, False, "N", False, torch.float64, {}, id="small-columns-split-f64-batch"),
-    pytest.param(57, (600,), 40, True, False, "N", True, torch.float64, {"HSMA_TRSM_ASYNC_COPY": "0"},
+    pytest.param(57, (600,), 40, True, False, "N", True, torch.float64, {"async_copy": "0"},
                  id="small-columns-split-f64-register-staging"),
     pytest.param(49, (600,), 33, True, False, "N", False, torch.float32, {}, id="small-columns-split-f32-batch"),
     pytest.param(64, (600,), 64, True, False, "N", False, torch.float32, {},
@@ -363,43 +363,42 @@ SWEEP = [
                  id="small-columns-split-f32-packed-groups"),
     pytest.param(64, (), 2100, True, False, "N", False, torch.float32, {}, id="small-columns-split-f32-shared-a"),
     pytest.param(32, (600,), 32, True, False, "N", False, torch.complex128, {}, id="small-columns-c128-capped-registers"),
-    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"small_kernel": "tiles"},
                  id="small-tiles-c128"),
-    pytest.param(40, (2,), 20, False, True, "T", True, torch.float32, {"HSMA_TRSM_SMALL_KERNEL": "tiles"},
+    pytest.param(40, (2,), 20, False, True, "T", True, torch.float32, {"small_kernel": "tiles"},
                  id="small-tiles-f32"),
-    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+    pytest.param(57, (3,), 70, True, False, "C", False, torch.complex128, {"small_kernel": "mma"},
                  id="small-mma-c128"),
-    pytest.param(20, (2,), 13, False, True, "T", True, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+    pytest.param(20, (2,), 13, False, True, "T", True, torch.float64, {"small_kernel": "mma"},
                  id="small-mma-f64"),
-    pytest.param(64, (), 200, True, False, "N", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "mma"},
+    pytest.param(64, (), 200, True, False, "N", False, torch.complex128, {"small_kernel": "mma"},
                  id="small-mma-fold-c128"),
-    pytest.param(57, (5,), 70, True, False, "C", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "tiles",
-                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-tiles-c128-grid-stride"),
-    pytest.param(64, (7,), 64, True, False, "N", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "tiles",
-                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-tiles-c64-grid-stride"),
-    pytest.param(41, (5,), 20, True, True, "T", False, torch.complex128, {"HSMA_TRSM_SMALL_KERNEL": "segments",
-                 "HSMA_TRSM_SEGMENT_LANES": "8", "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-narrow-segments-grid-stride"),
-    pytest.param(8, (601,), 1, True, False, "N", False, torch.float64, {"HSMA_TRSM_SMALL_KERNEL": "columns",
-                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-columns-grid-stride"),
-    pytest.param(33, (37,), 2, True, False, "N", False, torch.complex64, {"HSMA_TRSM_SMALL_KERNEL": "warps",
-                 "HSMA_TRSM_MAX_BLOCKS": "2"}, id="small-warp-tasks-grid-stride"),
+    pytest.param(57, (5,), 70, True, False, "C", False, torch.complex128, {"small_kernel": "tiles",
+                 "max_blocks": "2"}, id="small-tiles-c128-grid-stride"),
+    pytest.param(64, (7,), 64, True, False, "N", False, torch.complex64, {"small_kernel": "tiles",
+                 "max_blocks": "2"}, id="small-tiles-c64-grid-stride"),
+    pytest.param(41, (5,), 20, True, True, "T", False, torch.complex128, {"small_kernel": "segments",
+                 "segment_lanes": "8", "max_blocks": "2"}, id="small-narrow-segments-grid-stride"),
+    pytest.param(8, (601,), 1, True, False, "N", False, torch.float64, {"small_kernel": "columns",
+                 "max_blocks": "2"}, id="small-columns-grid-stride"),
+    pytest.param(33, (37,), 2, True, False, "N", False, torch.complex64, {"small_kernel": "warps",
+                 "max_blocks": "2"}, id="small-warp-tasks-grid-stride"),
     pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
-    pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"HSMA_TRSM_VARIANT": "recursive"},
+    pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"variant": "recursive"},
                  id="inverted-blocks-recursive"),
-    pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"HSMA_TRSM_VARIANT": "blocked"},
+    pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"variant": "blocked"},
                  id="inverted-blocks-left-looking"),
-    pytest.param(600, (), 5, True, False, "N", False, torch.float64, {"HSMA_TRSM_NB": "512", "HSMA_TRSM_IB": "64"},
+    pytest.param(600, (), 5, True, False, "N", False, torch.float64, {"nb": "512", "ib": "64"},
                  id="inverted-blocks-two-level"),
     pytest.param(600, (2,), 7, False, True, "C", False, torch.complex64,
-                 {"HSMA_TRSM_NB": "256", "HSMA_TRSM_IB": "32", "HSMA_TRSM_ATEN_GEMM": "1"}, id="aten-gemms"),
+                 {"nb": "256", "ib": "32", "aten_gemm": "1"}, id="aten-gemms"),
 ]
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("k,batch,other,left,upper,trans,unit,dtype,env", SWEEP)
-def test_cuda_path_sweep(device, k, batch, other, left, upper, trans, unit, dtype, env, monkeypatch):
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+@pytest.mark.parametrize("k,batch,other,left,upper,trans,unit,dtype,forced", SWEEP)
+def test_cuda_path_sweep(device, k, batch, other, left, upper, trans, unit, dtype, forced, hsma_overrides):
+    hsma_overrides(**forced)
     gen = make_generator(k)
     A = make_triangular(k, batch=batch, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
     B = make_rhs(b_shape(k, other, left=left, batch=batch), dtype=dtype, device=device, gen=gen)

@@ -441,7 +441,7 @@ def test_zero_diagonal(device, dtype, left, upper, trans, k, j, gen):
 
 
 # ---------------------------------------------------------------------------------------------
-# The blocked path's block size (HSMA_TRSM_NB, read on every call) around its boundaries.
+# The blocked path's block size, forced (the override nb), around its boundaries.
 
 
 def _nb_sizes(nb):
@@ -458,10 +458,10 @@ NB_CASES = [(nb, k) for nb in (32, 64, 128) for k in _nb_sizes(nb)]
 @pytest.mark.parametrize("upper", BOOL, ids=["lower", "upper"])
 @pytest.mark.parametrize("nb,k", NB_CASES, ids=[f"NB{nb}-k{k}" for nb, k in NB_CASES])
 @pytest.mark.parametrize("variant", ["recursive", "blocked"])
-def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block_size, monkeypatch, gen):
-    """HSMA_TRSM_NB around its boundaries, for both blocked-path variants (HSMA_TRSM_VARIANT)."""
+def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block_size, hsma_overrides, gen):
+    """A forced NB around its boundaries, for both blocked-path variants (the override variant)."""
     block_size(nb)
-    monkeypatch.setenv("HSMA_TRSM_VARIANT", variant)
+    hsma_overrides(variant=variant)
     # Cycle trans and diag over the sizes so every NB sees all of them.
     i = NB_CASES.index((nb, k))
     trans = TRANS[i % 3]
@@ -475,20 +475,20 @@ def test_block_size_boundaries(device, dtype, left, upper, nb, k, variant, block
     call_and_check(A1, Bt, left=left, upper=upper, trans=TRANS[(i + 1) % 3], unitriangular=not unit)
 
 
-# The small path's kernels (HSMA_TRSM_SMALL_KERNEL): the column kernel rounds k up to
+# The small path's kernels (the override small_kernel): the column kernel rounds k up to
 # M in {8, 16, 32, 48, 64}; the segment kernel rounds it up to 32 or 64 and spreads a column over
 # 32 lanes (1 or 2 rows per lane) or over 8 (complex batches, for complex types also at M = 48;
-# forced here with HSMA_TRSM_SEGMENT_LANES); warp-wide segments hold two contiguous rows per lane
-# (the blocked substitution; "+seg-rows2" forces it with HSMA_TRSM_SEGMENT_ROWS) or, forced with
-# "+seg-rows1", one row per lane and step (strided); "+stepsN" (HSMA_TRSM_SEGMENT_STEPS) runs the
+# forced here with segment_lanes); warp-wide segments hold two contiguous rows per lane
+# (the blocked substitution; "+seg-rows2" forces it with segment_rows) or, forced with
+# "+seg-rows1", one row per lane and step (strided); "+stepsN" (segment_steps) runs the
 # blocked substitution as a loop of N steps per iteration (32: fully unrolled). At 33-64 rows a column kernel thread holds the whole
 # column in registers (real types, complex64) or 32 rows at a time (complex128, and "+rows32":
-# HSMA_TRSM_COLUMN_ROWS=32); "+rows16" also splits complex columns of 17-32 rows in halves. "tiles": the register-tiled kernel at 33-64 rows (the launcher's
+# column_rows=32); "+rows16" also splits complex columns of 17-32 rows in halves. "tiles": the register-tiled kernel at 33-64 rows (the launcher's
 # choice below; "+stepsN": N of its steps per loop iteration). "mma": the FP64 tensor-core kernel (float64 and complex128; other dtypes fall
 # through to the column or segment kernels), 8-row blocks padded to 32 or 64 rows, substituting
 # where A is batched and multiplying by folded inverses where one A serves the call (the unbatched
 # shapes); "+mma4" with four warps per block. Triangles are staged into shared memory with cp.async; "+sync-copy" stages them
-# through registers (HSMA_TRSM_ASYNC_COPY=0: the path of GPUs without cp.async, AMD's).
+# through registers (async_copy=0: the path of GPUs without cp.async, AMD's).
 # Sizes on both sides of each of those edges, with B shapes that change the thread tiling (one
 # column; odd widths; wide; many small systems).
 SMALL_SIZES = [1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64]
@@ -505,8 +505,8 @@ SMALL_SHAPES = [(1, (1,)), (33, (3,)), (300, (1,)), (5, (150,)), (2, (4, 5))]
                                     "warps+sync-copy", "tiles+sync-copy"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", SMALL_SIZES)
-def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
-    set_small_kernel(monkeypatch, kernel)
+def test_small_path_kernels(device, kernel, dtype, k, hsma_overrides, gen):
+    set_small_kernel(hsma_overrides, kernel)
     for i, (other, batch) in enumerate(SMALL_SHAPES):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, batch=batch if i % 2 else (), dtype=dtype, upper=upper, unit=unit, device=device,
@@ -515,7 +515,7 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 
-# Every small-path kernel with its grid capped at 3 blocks (HSMA_TRSM_MAX_BLOCKS), so that each
+# Every small-path kernel with its grid capped at 3 blocks (the override max_blocks), so that each
 # block's grid-stride loop solves many tasks in turn, reusing its shared memory (the staged
 # triangle, pivots, flags) from one task to the next; uncapped, these launches have more blocks
 # than 3 (a block per task, per four warp tasks, or per group of column tasks: 601 one-column
@@ -527,17 +527,17 @@ def test_small_path_kernels(device, kernel, dtype, k, monkeypatch, gen):
                                     "tiles", "mma"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k", [20, 41, 64])
-def test_small_kernels_grid_stride(device, kernel, dtype, k, monkeypatch, gen):
-    set_small_kernel(monkeypatch, kernel)
+def test_small_kernels_grid_stride(device, kernel, dtype, k, hsma_overrides, gen):
+    set_small_kernel(hsma_overrides, kernel)
     for i, (n, a_batched, batch) in enumerate([(1, True, 37), (70, True, 37), (64, False, 37), (1, True, 601)]):
         left, upper, trans, unit = PAIRWISE_VARIANTS[(i + k) % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, batch=(batch,) if a_batched else (), dtype=dtype, upper=upper, unit=unit,
                             device=device, gen=gen)
         B = make_rhs(b_shape(k, n, left=left, batch=(batch,)), dtype=dtype, device=device, gen=gen)
         kw = dict(left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
-        monkeypatch.delenv("HSMA_TRSM_MAX_BLOCKS", raising=False)
+        hsma_overrides(max_blocks=None)
         X_full = torch.ops.hsma.trsm(A, B, **kw)
-        monkeypatch.setenv("HSMA_TRSM_MAX_BLOCKS", "3")
+        hsma_overrides(max_blocks=3)
         X = call_and_check(A, B, **kw)
         assert torch.equal(X, X_full), f"n={n}: 3 blocks and a block per task differ"
 
@@ -546,14 +546,14 @@ def test_small_kernels_grid_stride(device, kernel, dtype, k, monkeypatch, gen):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("k,unit,trans", [(64, False, "N"), (57, True, "C"), (20, False, "T")])
 @pytest.mark.parametrize("shared", [True, False], ids=["bcastA", "batchedA"])
-def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, monkeypatch, gen):
+def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, hsma_overrides, gen):
     """The tensor-core kernel folding A's inverses, with more tasks than blocks: with one A for the
     batch (A broadcast) each block folds A once and reuses it for all its tasks; with A batched
     (several column tiles per matrix) once per matrix for its tiles. A task with inf or nan in B
     stages L again and substitutes, and the block's next task folds again: the finite systems
     match the reference, the poisoned ones the non-finite pattern of a substitution (the segment
     kernel)."""
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "mma")
+    hsma_overrides(small_kernel="mma")
     batch, n = 1200, 72
     A = make_triangular(k, batch=() if shared else (batch,), dtype=dtype, unit=unit, device=device, gen=gen)
     B = make_rhs((batch, k, n), dtype=dtype, device=device, gen=gen)
@@ -564,7 +564,7 @@ def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, monke
     X = torch.ops.hsma.trsm(A, B, **kw)
     clean = torch.tensor([i for i in range(batch) if i not in poisoned], device=device)
     check_solution(X[clean], A if shared else A[clean], B[clean], **kw, dtype=dtype, device=device)
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    hsma_overrides(small_kernel="segments")
     Y = torch.ops.hsma.trsm(A, B, **kw)
     for i in poisoned:
         assert not torch.isfinite(X[i]).all()
@@ -576,13 +576,13 @@ def test_mma_folded_triangle_reused(device, dtype, k, unit, trans, shared, monke
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("shared", [True, False], ids=["bcastA", "batchedA"])
-def test_mma_fold_overflow_substitutes(device, dtype, shared, monkeypatch, gen):
+def test_mma_fold_overflow_substitutes(device, dtype, shared, hsma_overrides, gen):
     """A triangle whose pivot reciprocals are usable but whose folded W overflows: pivot 3 is 1e-160
     (reciprocal 1e160) and L(40, 3) is 1e160, so W = L(40.., 0..) L(0..7, 0..7)^-1 holds inf. The
     tensor-core kernel must notice, stage L again and substitute (the rows of B and X at 3 are 0,
     so the substitution multiplies the huge entries by exact zeros, while W would give inf * 0 =
     nan). With A batched only system 7 has that triangle, between systems that fold."""
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "mma")
+    hsma_overrides(small_kernel="mma")
     k, batch, n = 64, 600, 72
     A = make_triangular(k, batch=() if shared else (batch,), dtype=dtype, device=device, gen=gen, fill=0.0)
     T = A if shared else A[7]
@@ -595,30 +595,29 @@ def test_mma_fold_overflow_substitutes(device, dtype, shared, monkeypatch, gen):
     X = torch.ops.hsma.trsm(A, B)
     assert torch.isfinite(X).all()
     check_solution(X, A, B, dtype=dtype, device=device)
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    hsma_overrides(small_kernel="segments")
     torch.testing.assert_close(X, torch.ops.hsma.trsm(A, B), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
-def test_blocked_segments_match_strided(device, dtype, monkeypatch, gen):
-    """Warp-wide segments with two contiguous rows per lane (HSMA_TRSM_SEGMENT_ROWS=2, CUDA's
+def test_blocked_segments_match_strided(device, dtype, hsma_overrides, gen):
+    """Warp-wide segments with two contiguous rows per lane (segment_rows=2, CUDA's
     default), whether their substitution is a loop of 1, 2 or 4 steps per iteration or fully
-    unrolled (HSMA_TRSM_SEGMENT_STEPS), run the operations of one row per lane (=1) in the same
+    unrolled (segment_steps), run the operations of one row per lane (=1) in the same
     order: for real types the results are bitwise the same (complex ones may differ in the last bit:
     the compiler fuses the complex products differently)."""
-    monkeypatch.setenv("HSMA_TRSM_SMALL_KERNEL", "segments")
+    hsma_overrides(small_kernel="segments")
     for i, k in enumerate([1, 17, 31, 32, 33, 48, 57, 64]):
         left, upper, trans, unit = PAIRWISE_VARIANTS[i % len(PAIRWISE_VARIANTS)]
         A = make_triangular(k, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
         B = make_rhs(b_shape(k, 5, left=left), dtype=dtype, device=device, gen=gen)
         X = []
-        for rows, steps in (("1", ""), ("2", "1"), ("2", "2"), ("2", "4"), ("2", "32")):
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_ROWS", rows)
-            monkeypatch.setenv("HSMA_TRSM_SEGMENT_STEPS", steps)
+        for rows, steps in ((1, None), (2, 1), (2, 2), (2, 4), (2, 32)):
+            hsma_overrides(segment_rows=rows, segment_steps=steps)
             X.append(call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit,
                                     alpha=default_alpha(dtype)))
-        for x, steps in zip(X[1:], ("1", "2", "4", "32")):
+        for x, steps in zip(X[1:], (1, 2, 4, 32)):
             assert torch.equal(X[0], x), f"k={k}: blocked rows ({steps} steps per iteration) and strided rows differ"
 
 
@@ -688,16 +687,16 @@ def test_small_wide_batches(device, dtype, k, n, a_batched, gen):
 @pytest.mark.parametrize("dtype", REAL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("k,n,unit,async_copy", [(64, 32, False, True), (64, 20, True, True), (57, 32, False, False),
                                                  (49, 20, True, True), (64, 7, False, False)])
-def test_split_columns_several_tasks_per_block(device, dtype, k, n, unit, async_copy, monkeypatch, gen):
+def test_split_columns_several_tasks_per_block(device, dtype, k, n, unit, async_copy, hsma_overrides, gen):
     if not async_copy:
-        monkeypatch.setenv("HSMA_TRSM_ASYNC_COPY", "0")
+        hsma_overrides(async_copy=0)
     for left, upper, trans in [(True, False, "N"), (False, True, "C"), (True, True, "T")]:
         A = make_triangular(k, batch=(600,), dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
         B = make_rhs(b_shape(k, n, left=left, batch=(600,)), dtype=dtype, device=device, gen=gen)
         call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))
 
 
-# Two-level diagonal-block inversion (HSMA_TRSM_IB): IB x IB tiles inverted by the kernel,
+# Two-level diagonal-block inversion (the override ib): IB x IB tiles inverted by the kernel,
 # combined into NB x NB inverses by GEMM doubling, including a last partial pair of blocks.
 IB_CASES = [(256, 32, 300), (256, 64, 513), (256, 128, 700), (512, 64, 600), (512, 256, 1100), (256, 16, 257)]
 
@@ -705,9 +704,9 @@ IB_CASES = [(256, 32, 300), (256, 64, 513), (256, 128, 700), (512, 64, 600), (51
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("nb,ib,k", IB_CASES, ids=[f"NB{nb}-IB{ib}-k{k}" for nb, ib, k in IB_CASES])
-def test_two_level_inversion(device, dtype, nb, ib, k, block_size, monkeypatch, gen):
+def test_two_level_inversion(device, dtype, nb, ib, k, block_size, hsma_overrides, gen):
     block_size(nb)
-    monkeypatch.setenv("HSMA_TRSM_IB", str(ib))
+    hsma_overrides(ib=ib)
     for i, (left, upper, trans, unit) in enumerate(PAIRWISE_VARIANTS):
         # A shared by a batch of two (the two-level path), then A batched (one level per entry).
         a_batch = () if i % 2 == 0 else (2,)
@@ -727,15 +726,6 @@ def test_block_size_unusual(device, nb, block_size, gen):
         B = make_rhs(b_shape(k, 4, left=left), dtype=dtype, device=device, gen=gen)
         call_and_check(A, B, left=left, upper=upper, trans=trans)
 
-
-@pytest.mark.parametrize("device", CUDA_DEVICES)
-def test_block_size_invalid_env_is_ignored(device, block_size, gen):
-    """An out-of-range HSMA_TRSM_NB falls back to the default and still solves correctly."""
-    A = make_triangular(200, dtype=torch.float64, device=device, gen=gen)
-    B = make_rhs((200, 3), dtype=torch.float64, device=device, gen=gen)
-    for bad in ("0", "2048", "abc", "-5"):
-        block_size(bad)
-        call_and_check(A, B)
 
 
 # ---------------------------------------------------------------------------------------------

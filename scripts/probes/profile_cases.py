@@ -16,14 +16,17 @@ import time
 import torch
 
 import hsma_trsm
+from hsma_trsm import _ops as hsma_ops
 
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
 
 
-TILES = ("tiles", "tiles+steps1", "tiles+steps2", "tiles+steps4")  # the tile kernel (HSMA_TRSM_SMALL_KERNEL=tiles), at 33-64 rows; stepsN: N steps per loop iteration
-MMA = ("mma", "mma+mma4", "mma+mma8", "mma+fold0")  # the FP64 tensor-core kernel (HSMA_TRSM_SMALL_KERNEL=mma; mma4 / mma8: HSMA_TRSM_MMA_WARPS; fold0: HSMA_TRSM_MMA_FOLD=0)
-SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # HSMA_TRSM_SEGMENT_ROWS
-SEGMENT_STEPS = ("auto+steps1", "auto+steps2", "auto+steps4", "auto+steps32")  # HSMA_TRSM_SEGMENT_STEPS
+# the tile kernel, at 33-64 rows; stepsN: N steps per loop iteration
+TILES = ("tiles", "tiles+steps1", "tiles+steps2", "tiles+steps4")
+# the FP64 tensor-core kernel (mma4 / mma8: warps per block; fold0: no folding)
+MMA = ("mma", "mma+mma4", "mma+mma8", "mma+fold0")
+SEGMENT_ROWS = ("auto+seg-rows1", "auto+seg-rows2")  # rows per lane of warp-wide segments
+SEGMENT_STEPS = ("auto+steps1", "auto+steps2", "auto+steps4", "auto+steps32")  # the blocked substitution's loop
 
 
 def cases(all_kernels):
@@ -55,48 +58,39 @@ def cases(all_kernels):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy") + TILES + MMA:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
-        for gemm in ("auto", "aten-gemm"):  # aten-gemm: HSMA_TRSM_ATEN_GEMM=1 (ATen's GEMMs, not cuBLAS's)
+        for gemm in ("auto", "aten-gemm"):  # aten-gemm: ATen's GEMMs, not cuBLAS's
             for m in (128, 256, 512, 1024, 4096):
                 yield f"medium m=n={m} {d} {gemm}", d, (), m, m, False, gemm
             yield f"batched b=1024 m=128 n=128 {d} {gemm}", d, (1024,), 128, 128, False, gemm
             yield f"batched b=256 m=256 n=256 {d} {gemm}", d, (256,), 256, 256, False, gemm
 
 
-VARIANT_ENV = ("HSMA_TRSM_SMALL_KERNEL", "HSMA_TRSM_SEGMENT_LANES", "HSMA_TRSM_ATEN_GEMM", "HSMA_TRSM_ASYNC_COPY",
-               "HSMA_TRSM_COLUMN_ROWS", "HSMA_TRSM_SEGMENT_ROWS", "HSMA_TRSM_SEGMENT_STEPS", "HSMA_TRSM_MMA_WARPS", "HSMA_TRSM_MMA_FOLD")
+# The variant parts (joined by "+") and the overrides they set (hsma_trsm._ops; docs/kernels.md).
+VARIANT_PARTS = {
+    "aten-gemm": {"aten_gemm": 1},  # ATen's GEMMs
+    "sync-copy": {"async_copy": 0},  # triangles staged through registers
+    "rows16": {"column_rows": 16},  # the split column kernel for complex types at 17-32 rows
+    "rows32": {"column_rows": 32},  # ... at 33-64 rows
+    "rows64": {"column_rows": 64},  # whole columns
+    "mma4": {"mma_warps": 4}, "mma8": {"mma_warps": 8},  # warps per block of the tensor-core kernel
+    "fold0": {"mma_fold": 0}, "fold1": {"mma_fold": 1},  # with A batched: substitute / fold inverses
+    "seg-rows1": {"segment_rows": 1}, "seg-rows2": {"segment_rows": 2},  # rows per lane, warp-wide segments
+    **{f"steps{s}": {"segment_steps": s} for s in (1, 2, 4, 32)},  # steps per loop iteration
+    "auto": {},
+}
 
 
-def set_variant(spec):
-    """Sets the environment for a variant: "+"-joined parts, each "auto", "aten-gemm" (ATen's GEMMs,
-    HSMA_TRSM_ATEN_GEMM=1), "sync-copy" (triangles staged through registers, HSMA_TRSM_ASYNC_COPY=0),
-    "rows16" / "rows32" / "rows64" (HSMA_TRSM_COLUMN_ROWS: 16, the split column kernel for complex
-    types at 17-32 rows; 32, at 33-64 rows; 64: whole columns), "seg-rowsN" (HSMA_TRSM_SEGMENT_ROWS=N: rows per lane of warp-wide segments), "stepsN"
-    (HSMA_TRSM_SEGMENT_STEPS=N: steps per loop iteration of the blocked substitution), "mma4" /
-    "mma8" (HSMA_TRSM_MMA_WARPS=4 / 8: warps per block of the tensor-core kernel), "fold0" / "fold1"
-    (HSMA_TRSM_MMA_FOLD: with A batched it substitutes / folds inverses) or a small
-    kernel name[:lanes] (HSMA_TRSM_SMALL_KERNEL[, HSMA_TRSM_SEGMENT_LANES])."""
-    for key in VARIANT_ENV:
-        os.environ.pop(key, None)
+def variant_overrides(spec):
+    """The overrides of a variant: "+"-joined parts of VARIANT_PARTS, or a small kernel
+    name[:lanes] (small_kernel[, segment_lanes])."""
+    keys = {}
     for part in spec.split("+"):
-        if part == "aten-gemm":
-            os.environ["HSMA_TRSM_ATEN_GEMM"] = "1"
-        elif part == "sync-copy":
-            os.environ["HSMA_TRSM_ASYNC_COPY"] = "0"
-        elif part in ("rows16", "rows32", "rows64"):
-            os.environ["HSMA_TRSM_COLUMN_ROWS"] = part[4:]
-        elif part in ("mma4", "mma8"):
-            os.environ["HSMA_TRSM_MMA_WARPS"] = part[3:]
-        elif part in ("fold0", "fold1"):
-            os.environ["HSMA_TRSM_MMA_FOLD"] = part[4:]
-        elif part.startswith("seg-rows"):
-            os.environ["HSMA_TRSM_SEGMENT_ROWS"] = part[len("seg-rows"):]
-        elif part.startswith("steps"):
-            os.environ["HSMA_TRSM_SEGMENT_STEPS"] = part[len("steps"):]
-        elif part != "auto":
+        if part in VARIANT_PARTS:
+            keys.update(VARIANT_PARTS[part])
+        else:
             name, _, lanes = part.partition(":")
-            os.environ["HSMA_TRSM_SMALL_KERNEL"] = name
-            if lanes:
-                os.environ["HSMA_TRSM_SEGMENT_LANES"] = lanes
+            keys.update(small_kernel=name, segment_lanes=lanes or None)
+    return keys
 
 
 def make(d, batch, m, n, unit):
@@ -158,7 +152,8 @@ def main():
             continue
         if args.kernels and kernel not in args.kernels.split(","):
             continue
-        set_variant(kernel)
+        torch.ops.hsma._set_overrides("")
+        hsma_ops.set_overrides(**variant_overrides(kernel))
         A, B = make(d, batch, m, n, unit)
         runs = {
             "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
@@ -190,7 +185,7 @@ def main():
                              "gpu_total_us": f"{total:.3f}", "host_us": f"{h:.2f}"})
         del A, B
         torch.cuda.empty_cache()
-    set_variant("auto")
+    torch.ops.hsma._set_overrides("")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "profile_cases.csv")
     with open(path, "w", newline="") as f:

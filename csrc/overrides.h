@@ -1,0 +1,59 @@
+// Development overrides: forced kernel and block-size choices for tests, ablations, the tuner and
+// probes (users need none; the defaults are the library's own choices).
+//
+// One immutable Overrides object is current. A solve reads it with one atomic load (overrides()),
+// with no lock and no parsing. It is replaced as a whole by torch.ops.hsma._set_overrides(spec)
+// (Python: hsma_trsm._ops.overrides(**keys), a context manager that restores the previous one), or
+// once at load from HSMA_TRSM_OVERRIDES=spec (for probes run from a shell).
+//
+// spec: "key=value,key=value,...", the keys of kKeys in overrides.cpp (listed in docs/kernels.md).
+// An unknown key or a value out of its set raises ValueError naming the key.
+//
+// overrides.cpp is the only file that reads the environment: HSMA_TRSM_OVERRIDES, and
+// HSMA_TRSM_TABLE (the users' block-size table, table_path_from_env).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace hsma {
+
+// The small-path kernels by name, in the order of SmallKernel (kernels/trsm_problem.h; the CUDA
+// code asserts that the two agree).
+enum class SmallKernelName : int { kAuto, kColumns, kSegments, kPipeline, kWarpTasks, kTiles, kMma };
+
+struct Overrides {
+  // Small path: the SolveProblem fields of the same names. 0 (-1 where noted): the launcher's choice.
+  SmallKernelName small_kernel = SmallKernelName::kAuto;
+  int segment_lanes = 0;   // 8 or 32 lanes per column of the segment kernel
+  int segment_rows = 0;    // rows per lane of warp-wide segments: 1 strided, 2 blocked
+  int segment_steps = 0;   // steps per loop iteration of the blocked substitution (1, 2, 4; 32: unrolled)
+  int column_rows = 0;     // most rows of a column a column-kernel thread holds (16, 32, 64)
+  int mma_warps = 0;       // warps per block of the tensor-core kernel (4, 8)
+  int mma_fold = -1;       // tensor-core kernel with A batched: fold inverses (1) or substitute (0)
+  bool async_copy = true;  // false: stage triangles through registers instead of cp.async
+  int pdl = -1;            // SolveProblem::dependent_launch: 0 plain, 1 release at start, 2 at end
+  int64_t max_blocks = 0;  // cap on every small-path grid
+  // Blocked path (csrc/blocking.cpp). 0 or -1: the block plan's choice.
+  int64_t nb = 0;          // NB exactly: none of the rules after the table applies
+  int variant = -1;        // BlockedVariant: 0 recursive, 1 blocked
+  int64_t ib = 0;          // inner block of the diagonal inversion (a power of two)
+  bool aten_gemm = false;  // ATen's GEMMs instead of cuBLAS directly
+  // Derived when set.
+  bool small_forced = false;  // a small-path field above differs from its default
+  const char* spec = "";      // canonical spec: the keys set, in kKeys' order
+};
+
+inline constexpr Overrides kNoOverrides{};
+
+// The current overrides; never null, and every object it has pointed to lives until exit.
+extern std::atomic<const Overrides*> g_overrides;
+inline const Overrides& overrides() { return *g_overrides.load(std::memory_order_acquire); }
+
+// Parses spec and makes it current (ValueError naming the key when it does not parse).
+void set_overrides(const std::string& spec);
+
+// HSMA_TRSM_TABLE, the users' block-size table path; "" when unset.
+std::string table_path_from_env();
+
+}  // namespace hsma
