@@ -53,7 +53,7 @@ def cuda_arch_default():
 
 
 def extension():
-    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/overrides.cpp", "csrc/tuning.cpp", "csrc/python_module.cpp"]
+    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/overrides.cpp", "csrc/blocking.cpp", "csrc/python_module.cpp"]
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         cuda_arch_default()

@@ -908,19 +908,15 @@ _TABLE_PLAN = {"nb": None, "variant": None}
 
 
 def blocking_choice(dtype, k: int, overrides: Optional[dict] = None, gpu: Optional[str] = None,
-                    capability: Optional[str] = None, table: str = "") -> tuple:
-    """(NB, variant, source) that torch.ops.hsma._lookup_blocking reports for a k x k solve on
-    the current CUDA device (or the given gpu name / capability), under ``overrides`` (e.g.
-    {"nb": 128}). The C++ may still narrow it: orders <= 256 use NB <= 64, narrow right-hand
-    sides (<= 64 columns in all) a wider NB (csrc/cuda_dispatch.cpp)."""
-    import hsma_trsm  # noqa: F401 - registers torch.ops.hsma
+                    capability: Optional[str] = None, table: str = "", rhs_cols: Optional[int] = None) -> tuple:
+    """(NB, variant, source) of the block plan a solve with a k x k triangle and rhs_cols right-hand-side
+    columns in all (default k) runs (hsma_trsm._ops.block_plan), on the current CUDA device or the given
+    gpu name / capability, under ``overrides`` (e.g. {"nb": 128})."""
+    from hsma_trsm import _ops
 
-    if gpu is None or capability is None:
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        gpu, capability = props.name, f"{props.major}.{props.minor}"
     with bu.hsma_overrides(overrides):
-        nb, variant, source = torch.ops.hsma._lookup_blocking(table, gpu, capability, dtype, int(k))
-    return int(nb), str(variant), str(source)
+        plan = _ops.block_plan(dtype, k, rhs_cols, gpu=gpu, capability=capability, table=table)
+    return plan.nb, plan.variant, plan.source
 
 
 def _source_short(source: str) -> str:
@@ -970,7 +966,8 @@ def suite_large(ctx: Ctx) -> SuiteResult:
         row.setdefault("variant", "")
         if ctx.is_cuda and not row["nb"]:
             try:
-                row["nb"], row["variant"], src = blocking_choice(dt, k, overrides=_TABLE_PLAN)
+                rhs_cols = (case.n if case.left else case.m) * math.prod(case.batch)
+                row["nb"], row["variant"], src = blocking_choice(dt, k, overrides=_TABLE_PLAN, rhs_cols=rhs_cols)
                 row["nb_source"] = _source_short(src)
             except Exception as e:  # noqa: BLE001
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + _short(e)
@@ -1008,8 +1005,8 @@ def suite_large(ctx: Ctx) -> SuiteResult:
               "(x4 complex). GEMM: torch.matmul of the same A (m x m) and B (m x n) in the same run, 2m²n flops; "
               "%GEMM = hsma's TFLOP/s / the GEMM's. Slow calls are timed fewer times (at least one sample after a "
               f"warm call, about {cfg.max_s:g} s per measurement at most); graph times only where every eager time "
-              f"is below {cfg.graph_max_us / 1000:g} ms. NB / variant: the block-size table's choice "
-              "(torch.ops.hsma._lookup_blocking).")
+              f"is below {cfg.graph_max_us / 1000:g} ms. NB / variant: the block plan the solve runs "
+              "(the block-size table's row and the rules after it; hsma_trsm._ops.block_plan).")
     return SuiteResult(rows, cols, table, "large: blocked solves, m = n up to 16384 (issue 5)", method, targets)
 
 

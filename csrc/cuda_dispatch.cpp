@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "blocking.h"
 #include "kernels/trsm_problem.h"
 #include "overrides.h"
 #include "trsm.h"
@@ -112,13 +113,9 @@ Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
 }
 
 // Name and compute capability of the current device, queried once per device.
-struct DeviceIdentity {
-  std::string name, capability;
-};
-
-const DeviceIdentity& device_identity() {
+const GpuIdentity& device_identity() {
   static std::mutex mutex;
-  static std::map<int, DeviceIdentity> cache;
+  static std::map<int, GpuIdentity> cache;
   int dev = 0;
   check_launch(cudaGetDevice(&dev), "device query");
   std::lock_guard<std::mutex> lock(mutex);
@@ -126,10 +123,15 @@ const DeviceIdentity& device_identity() {
   if (it == cache.end()) {
     cudaDeviceProp prop;
     check_launch(cudaGetDeviceProperties(&prop, dev), "device query");
-    it = cache.emplace(dev, DeviceIdentity{prop.name, std::to_string(prop.major) + "." + std::to_string(prop.minor)}).first;
+    const std::string capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    it = cache.emplace(dev, GpuIdentity{prop.name, capability}).first;
   }
   return it->second;
 }
+
+// The host constants of blocking.h against the kernels' own.
+static_assert(kDirectLeafMaxNB == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
+              "blocking.h's limits must be the kernels' (kernels/trsm_problem.h)");
 
 // The small-path overrides as SolveProblem's fields (SmallKernelName has SmallKernel's order).
 static_assert(int(SmallKernelName::kColumns) == int(SmallKernel::kColumns) &&
@@ -205,11 +207,6 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   }
   check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
-
-constexpr int64_t kDirectLeavesMaxK = 256;  // orders up to which the blocked path uses NB <= 64
-constexpr int64_t kNarrowRhs = 64;     // right-hand-side columns (times batch) counted as narrow
-constexpr int64_t kNarrowMaxNB = 512;  // ... and the largest NB taken for them (the inversion's
-                                       // steps are sequential: 1024 costs more than it saves)
 
 // ---------------------------------------------------------------------------------------------
 // GEMMs of the blocked path. The solve makes many small GEMMs, so their host cost matters (orders
@@ -363,18 +360,6 @@ at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& 
   return D;
 }
 
-// Inner block IB for the diagonal-block inversion (the paper's NB / 8): the kernel inverts the
-// IB x IB diagonal tiles (IB sequential steps instead of NB) and GEMMs combine them. Used for a
-// power-of-two NB >= kTwoLevelMinNB and one triangle shared by the batch; the override ib forces
-// IB (IB >= NB inverts NB x NB tiles directly, for ablations).
-constexpr int64_t kTwoLevelMinNB = 256;
-int64_t inner_block(int64_t nb, int64_t a_batch) {
-  const bool pow2 = (nb & (nb - 1)) == 0;
-  if (!pow2 || a_batch != 1) return nb;
-  if (overrides().ib > 0) return std::min(overrides().ib, nb);
-  return nb >= kTwoLevelMinNB ? nb / 8 : nb;
-}
-
 // Doubling from IB x IB to NB x NB inverses, in the tile layout of blocked_solve (one batch entry):
 // for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
 //   lower [[A, 0], [C, B]]: inv21 = -inv(B) C inv(A);   upper [[A, C], [0, B]]: inv12 = -inv(A) C inv(B),
@@ -438,32 +423,18 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   at::Tensor X3 = X.view({bt, s.m, s.n});
   const Canonical c = canonicalise(args, A3.is_conj());
 
-  // Block size and variant: the GPU's table, then the rules below.
-  const DeviceIdentity& id = device_identity();
-  const BlockChoice choice = lookup_blocking(table_path_for(id.name, id.capability), id.name, id.capability,
-                                             A.scalar_type(), k);
-  int64_t nb = choice.nb;
-  const bool forced = choice.forced;
-  // Medium orders: leaves of at most 64 rows solved directly by the small kernel (no inversion
-  // launch, no leaf GEMM); the inversion's sequential steps would cost more than they save.
-  if (!forced && k <= kDirectLeavesMaxK) nb = std::min(nb, kSmallMaxM);
-  // Narrow right-hand sides (a few columns in all): the GEMMs are tiny and each costs a host-side
-  // launch, so take the fewest blocks the inversion kernel allows (one or two leaves).
-  const int64_t rhs_cols = (args.left ? s.n : s.m) * bt;
-  if (rhs_cols <= kNarrowRhs && !forced && k > kDirectLeavesMaxK) {
-    int64_t wide = 1;
-    while (wide < (k + 1) / 2 && wide < kNarrowMaxNB) wide *= 2;
-    nb = std::max(nb, wide);
-  }
+  // NB, variant and IB: the block plan (csrc/blocking.h).
+  const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1};
+  const BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
+  const int64_t nb = plan.nb, ib = plan.ib;
   const int64_t nblk = (k + nb - 1) / nb;
-  const bool direct_leaves = nb <= kSmallMaxM;
+  const bool direct_leaves = plan.direct_leaves();
   // Inverses of T's diagonal blocks: tile b of batch entry e at inv[e][b * tile], row pitch NB,
   // tiles NB * (NB + 1) apart. With that spacing the IB x IB diagonal tiles of all blocks, and
   // the block pairs combined at each doubling level below, are equally spaced along the
   // diagonal, so each level is one strided-batched GEMM over the whole matrix.
   const int64_t tile = nb * (nb + 1);
   BlasHandle blas;
-  const int64_t ib = direct_leaves ? nb : inner_block(nb, A3.size(0));
   at::Tensor inv;
   if (!direct_leaves) {
     // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
@@ -517,7 +488,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     gemm_into<S>(StridedView::of(Xk), a, Ik, StridedView::of(Rk), 0, blas);
   };
 
-  if (choice.variant == BlockedVariant::kBlocked) {
+  if (plan.variant == BlockedVariant::kBlocked) {
     // Left-looking block rows: X_k = inv(T_kk) (alpha B_k - T_k,done X_done), in solve order.
     for (int64_t step = 0; step < nblk; ++step) {
       const int64_t kb = c.lower ? step : nblk - 1 - step;

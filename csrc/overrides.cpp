@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "trsm.h"
+#include "blocking.h"
 
 namespace hsma {
 

@@ -1,5 +1,5 @@
-// Host-side description of one torch.ops.hsma.trsm call: argument checks shared by every
-// backend, the broadcast result shape, and the block-size choice of the blocked path.
+// Host-side description of one torch.ops.hsma.trsm call: the arguments, the checks shared by
+// every backend, and the broadcast result shape.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -75,24 +75,5 @@ at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool u
 // Extra checks for the in-place form: B must already have the result's shape, must not have
 // overlapping memory, and must not share memory with A.
 void check_inplace(const at::Tensor& A, const at::Tensor& B, const TrsmShape& s, const char* op);
-
-// The blocked path's shape: outer block NB and the driver variant
-// (recursive: X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2), leaves of NB rows;
-//  blocked: left-looking block rows, X_k = inv(T_kk) (alpha B_k - T_k,<k X_<k)).
-enum class BlockedVariant { kRecursive, kBlocked };
-struct BlockChoice {
-  int64_t nb;
-  BlockedVariant variant;
-  std::string source;   // "default", "table <path> (size s)", "override nb", ...
-  bool forced = false;  // nb forced by the overrides: no rule changes it
-};
-constexpr int64_t kDiagInverseMaxNBHost = 1024;
-
-// The block-size table for a GPU (see csrc/tuning.cpp); "" when no directory is known.
-std::string table_path_for(const std::string& gpu, const std::string& capability);
-// Nearest-size lookup in the table at `path` (overrides applied); never throws for a bad table.
-BlockChoice lookup_blocking(const std::string& path, const std::string& gpu, const std::string& capability,
-                            at::ScalarType dtype, int64_t k);
-const char* variant_name(BlockedVariant v);
 
 }  // namespace hsma

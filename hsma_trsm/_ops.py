@@ -3,6 +3,7 @@ torch.ops.hsma.trsm_: their fake kernels (shape inference for torch.compile / Fa
 
 Private, for tests, benchmarks, the tuner and probes: the development overrides (overrides,
 set_overrides, get_overrides) and the blocked path's plan (block_plan)."""
+import collections
 import contextlib
 import os
 
@@ -76,6 +77,21 @@ def overrides(**keys):
 
 # HSMA_TRSM_OVERRIDES (read when the library loaded) with a bad value stops the import here.
 get_overrides()
+
+
+BlockPlan = collections.namedtuple("BlockPlan", "nb variant ib source")
+
+
+def block_plan(dtype, k, rhs_cols=None, *, a_shared=True, gpu=None, capability=None, table=""):
+    """The blocked path's plan (csrc/blocking.h) for a solve with a k x k triangle and rhs_cols
+    right-hand-side columns in all (default k: a square solve; (n or m) x batch), under the current
+    overrides: what such a solve runs on the current CUDA device, or on the GPU named by gpu and
+    capability (e.g. "NVIDIA H200", "9.0"; no GPU needed). table: a table file instead of the GPU's."""
+    if gpu is None or capability is None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        gpu, capability = props.name, f"{props.major}.{props.minor}"
+    rhs_cols = k if rhs_cols is None else rhs_cols
+    return BlockPlan(*torch.ops.hsma._block_plan(dtype, int(k), int(rhs_cols), bool(a_shared), gpu, capability, table))
 
 
 def _result_shape(A, B, left):

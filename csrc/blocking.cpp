@@ -1,0 +1,268 @@
+// The blocked path's plan (blocking.h): the block-size table, then the rules after it.
+//
+// The table is the HSMA-TRSM paper's offline profiling + online lookup: `python -m benchmarks.tune`
+// times candidate (NB, variant) pairs per (dtype, size) on one GPU and writes the fastest; here a
+// solve takes the row of the nearest measured size (in log scale).
+//
+// Table format (CSV, '#' lines are metadata or comments):
+//   # gpu: NVIDIA H200
+//   # capability: 9.0
+//   dtype,size,nb,variant
+//   float32,1024,256,recursive
+// Resolution: HSMA_TRSM_TABLE=path if set, else <package>/tuning/<gpu-slug>-sm<cc>.csv.
+// A missing, malformed or foreign-GPU table gives one warning and the default.
+#include <torch/library.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "blocking.h"
+
+namespace hsma {
+namespace {
+
+constexpr int64_t kDefaultNB = 128;
+
+struct Entry {
+  int64_t size, nb;
+  BlockedVariant variant;
+};
+
+struct Table {
+  std::string error;  // empty when loaded
+  std::string gpu, capability;
+  std::map<std::string, std::vector<Entry>> by_dtype;
+};
+
+std::mutex g_mutex;
+std::string g_table_dir;                 // set by the Python package at import
+std::map<std::string, Table> g_tables;   // parsed tables by path
+std::set<std::string> g_warned;
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+bool parse_variant(const std::string& v, BlockedVariant* out) {
+  if (v == "recursive") { *out = BlockedVariant::kRecursive; return true; }
+  if (v == "blocked") { *out = BlockedVariant::kBlocked; return true; }
+  return false;
+}
+
+Table parse_table(const std::string& path) {
+  Table t;
+  std::ifstream in(path);
+  if (!in) {
+    t.error = "cannot open " + path;
+    return t;
+  }
+  std::string line;
+  int lineno = 0;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
+        if (key == "gpu") t.gpu = value;
+        if (key == "capability") t.capability = value;
+      }
+      continue;
+    }
+    if (!header) {
+      if (line != "dtype,size,nb,variant") {
+        t.error = path + ":" + std::to_string(lineno) + ": expected the header 'dtype,size,nb,variant'";
+        return t;
+      }
+      header = true;
+      continue;
+    }
+    std::stringstream ss(line);
+    std::string dtype, size, nb, variant;
+    std::getline(ss, dtype, ',');
+    std::getline(ss, size, ',');
+    std::getline(ss, nb, ',');
+    std::getline(ss, variant, ',');
+    Entry e{};
+    char* end = nullptr;
+    e.size = std::strtoll(size.c_str(), &end, 10);
+    const bool size_ok = end && *end == '\0' && e.size > 0;
+    e.nb = std::strtoll(nb.c_str(), &end, 10);
+    const bool nb_ok = end && *end == '\0' && e.nb >= 1 && e.nb <= kDiagInverseMaxNBHost;
+    const bool dtype_ok = dtype == "float32" || dtype == "float64" || dtype == "complex64" || dtype == "complex128";
+    if (!size_ok || !nb_ok || !dtype_ok || !parse_variant(trim(variant), &e.variant)) {
+      t.error = path + ":" + std::to_string(lineno) + ": malformed row '" + line + "'";
+      return t;
+    }
+    t.by_dtype[dtype].push_back(e);
+  }
+  if (!header) t.error = path + ": no 'dtype,size,nb,variant' header";
+  if (t.error.empty() && t.gpu.empty()) t.error = path + ": no '# gpu:' line";
+  return t;
+}
+
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
+    default: return "?";
+  }
+}
+
+void warn_once(const std::string& key, const std::string& msg) {
+  if (g_warned.insert(key).second) TORCH_WARN("hsma_trsm: ", msg);
+}
+
+}  // namespace
+
+std::string gpu_slug(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!s.empty() && s.back() != '-') s += '-';
+  }
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  return s;
+}
+
+std::string table_path_for(const GpuIdentity& gpu) {
+  const std::string env = table_path_from_env();
+  if (!env.empty()) return env;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_table_dir.empty()) return "";
+  std::string cc;
+  for (char c : gpu.capability)
+    if (c != '.') cc += c;
+  return g_table_dir + "/" + gpu_slug(gpu.name) + "-sm" + cc + ".csv";
+}
+
+const char* variant_name(BlockedVariant v) { return v == BlockedVariant::kRecursive ? "recursive" : "blocked"; }
+
+namespace {
+
+// The table's row for the nearest size (NB, variant, source), or the default.
+BlockPlan lookup_table(const std::string& path, const GpuIdentity& gpu, c10::ScalarType dtype, int64_t k) {
+  BlockPlan plan;
+  plan.nb = kDefaultNB;
+  plan.source = "default";
+  if (path.empty()) return plan;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_tables.find(path);
+  if (it == g_tables.end()) it = g_tables.emplace(path, parse_table(path)).first;
+  const Table& t = it->second;
+  if (!t.error.empty()) {
+    // A missing shipped table is normal on an untuned GPU; say so once, quietly different.
+    warn_once(path, "no usable block-size table (" + t.error + "); using NB = " + std::to_string(kDefaultNB) +
+                        ". Run `python -m benchmarks.tune` to measure one for this GPU.");
+  } else if (t.gpu != gpu.name ||
+             (!t.capability.empty() && !gpu.capability.empty() && t.capability != gpu.capability)) {
+    warn_once(path + "|" + gpu.name, "block-size table " + path + " was measured on '" + t.gpu + "' (capability " +
+                                         t.capability + "), not on this '" + gpu.name + "' (capability " +
+                                         gpu.capability + "); using NB = " + std::to_string(kDefaultNB));
+  } else {
+    auto e = t.by_dtype.find(dtype_name(dtype));
+    if (e != t.by_dtype.end() && !e->second.empty()) {
+      const Entry* best = nullptr;
+      double best_d = 0;
+      for (const Entry& x : e->second) {
+        const double d = std::fabs(std::log(double(x.size)) - std::log(double(k > 0 ? k : 1)));
+        if (!best || d < best_d) { best = &x; best_d = d; }
+      }
+      plan.nb = best->nb;
+      plan.variant = best->variant;
+      plan.source = "table " + path + " (size " + std::to_string(best->size) + ")";
+    }
+  }
+  return plan;
+}
+
+constexpr int64_t kDirectLeavesMaxK = 256;  // orders up to which NB is at most kDirectLeafMaxNB
+constexpr int64_t kNarrowRhs = 64;          // right-hand-side columns (times batch) counted as narrow
+constexpr int64_t kNarrowMaxNB = 512;       // ... and the largest NB taken for them
+constexpr int64_t kTwoLevelMinNB = 256;     // the smallest NB inverted in two levels
+
+}  // namespace
+
+BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
+                        const std::string& table) {
+  const int64_t k = shape.k;
+  BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
+  if (o.nb > 0) {  // forced as it is: none of the rules below
+    plan.nb = o.nb;
+    plan.source = "override nb";
+  } else {
+    // Medium orders: leaves of at most 64 rows solved directly by the small kernels (no inversion
+    // launch, no leaf GEMM); the inversion's sequential steps would cost more than they save.
+    if (k <= kDirectLeavesMaxK && plan.nb > kDirectLeafMaxNB) {
+      plan.nb = kDirectLeafMaxNB;
+      plan.source += ", NB <= 64 up to order 256";
+    }
+    // Narrow right-hand sides (a few columns in all): the GEMMs are tiny and each costs a host-side
+    // launch, so take the fewest blocks the inversion allows (one or two leaves), as a power of
+    // two of at most 512 (the inversion's steps are sequential: 1024 costs more than it saves).
+    if (k > kDirectLeavesMaxK && shape.rhs_cols <= kNarrowRhs) {
+      int64_t wide = 1;
+      while (wide < (k + 1) / 2 && wide < kNarrowMaxNB) wide *= 2;
+      if (wide > plan.nb) {
+        plan.nb = wide;
+        plan.source += ", widened for a narrow right-hand side";
+      }
+    }
+  }
+  if (o.variant >= 0) {
+    plan.variant = static_cast<BlockedVariant>(o.variant);
+    plan.source += ", override variant";
+  }
+  // The inner block IB (the paper's NB / 8): the inversion kernel inverts IB x IB diagonal tiles
+  // (IB sequential steps instead of NB) and GEMMs double them up to NB x NB. For a power-of-two
+  // NB >= kTwoLevelMinNB and one triangle shared by the batch; the override ib forces it
+  // (IB >= NB: NB x NB tiles inverted directly).
+  plan.ib = plan.nb;
+  if (!plan.direct_leaves() && (plan.nb & (plan.nb - 1)) == 0 && shape.a_shared) {
+    if (o.ib > 0)
+      plan.ib = std::min(o.ib, plan.nb);
+    else if (plan.nb >= kTwoLevelMinNB)
+      plan.ib = plan.nb / 8;
+  }
+  return plan;
+}
+
+namespace {
+
+void set_tuning_dir(c10::string_view dir) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_table_dir = std::string(dir);
+}
+
+std::tuple<int64_t, std::string, int64_t, std::string> block_plan_op(c10::ScalarType dtype, int64_t k,
+                                                                     int64_t rhs_cols, bool a_shared,
+                                                                     c10::string_view gpu,
+                                                                     c10::string_view capability,
+                                                                     c10::string_view table) {
+  const BlockPlan p = plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
+                                    BlockedShape{dtype, k, rhs_cols, a_shared}, overrides(), std::string(table));
+  return {p.nb, variant_name(p.variant), p.ib, p.source};
+}
+
+}  // namespace
+}  // namespace hsma
+
+TORCH_LIBRARY_FRAGMENT(hsma, m) {
+  m.def("_set_tuning_dir(str dir) -> ()", &hsma::set_tuning_dir);
+  m.def("_block_plan(ScalarType dtype, int k, int rhs_cols, bool a_shared, str gpu, str capability, "
+        "str table=\"\") -> (int, str, int, str)",
+        &hsma::block_plan_op);
+}

@@ -1,0 +1,52 @@
+// The blocked path's plan (CUDA, orders above 64): outer block NB, driver variant and the inner
+// block IB of the diagonal-block inversion, decided in one function, plan_blocking: the GPU's
+// block-size table, then every rule after it. Host logic only, built on CPU too, so that the
+// tuner, the benchmark and the tests can ask for any GPU's plan (torch.ops.hsma._block_plan).
+#pragma once
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+#include "overrides.h"
+
+namespace hsma {
+
+// recursive: X1 = solve(T11, B1); B2 -= T21 X1; X2 = solve(T22, B2), leaves of NB rows;
+// blocked: left-looking block rows, X_k = inv(T_kk) (alpha B_k - T_k,<k X_<k).
+enum class BlockedVariant { kRecursive, kBlocked };
+const char* variant_name(BlockedVariant v);
+
+constexpr int64_t kDiagInverseMaxNBHost = 1024;  // = kDiagInverseMaxNB (kernels/trsm_problem.h)
+constexpr int64_t kDirectLeafMaxNB = 64;         // = kSmallMaxM: leaves the small kernels solve
+
+struct GpuIdentity {
+  std::string name;        // as the driver reports it: "NVIDIA H200"
+  std::string capability;  // "9.0"
+};
+
+// What the plan depends on besides the GPU.
+struct BlockedShape {
+  c10::ScalarType dtype;
+  int64_t k = 0;         // order of the triangle
+  int64_t rhs_cols = 0;  // right-hand-side columns in all: (left ? n : m) * batch
+  bool a_shared = true;  // one triangle for the whole batch
+};
+
+struct BlockPlan {
+  int64_t nb = 0;
+  BlockedVariant variant = BlockedVariant::kRecursive;
+  int64_t ib = 0;      // the inversion's inner block; ib == nb: one level
+  std::string source;  // where NB came from and the rules that changed it: "table <path> (size s), ..."
+  // Leaves solved by the small kernels (no inversion, no leaf GEMM).
+  bool direct_leaves() const { return nb <= kDirectLeafMaxNB; }
+};
+
+// The plan under the overrides o; `table` "" is the GPU's table (table_path_for).
+BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
+                        const std::string& table = "");
+
+// HSMA_TRSM_TABLE if set, else <package>/tuning/<gpu-slug>-sm<cc>.csv; "" when no directory is known.
+std::string table_path_for(const GpuIdentity& gpu);
+
+}  // namespace hsma
