@@ -5,8 +5,11 @@
                              [--out PATH] [--sweep-csv PATH]
 
 On the current CUDA GPU, for every (dtype, size) it times square left-lower solves (m = n = size)
-for every candidate (NB, variant), forced through the overrides nb / variant, keeps the
-fastest, and writes the table the C++ lookup reads (default: <repo>/out/tune/<gpu>-sm<cc>.csv;
+for every candidate (NB, variant) as the block plan runs it: the candidate stands in for the
+table's row (the overrides table_nb / variant) and the rules after the table still apply (orders
+up to 256 take NB <= 64), so each effective plan (hsma_trsm._ops.block_plan) is timed once and the
+table gets the effective NB and variant: every row means what runs. It keeps the fastest and
+writes the table the C++ lookup reads (default: <repo>/out/tune/<gpu>-sm<cc>.csv;
 copy it to hsma_trsm/tuning/, the file name the package picks for this GPU, to ship it). Point
 the library at another table with HSMA_TRSM_TABLE=path. The full sweep (every candidate's time)
 goes to --sweep-csv for ablations (adaptive vs fixed NB = 128). Candidates with NB < 128 are
@@ -26,10 +29,33 @@ DEFAULT_SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 DEFAULT_NBS = [32, 64, 128, 256, 512, 1024]
 
 
+def candidate_overrides(nb, variant):
+    """The overrides of a candidate: NB as the table's row would give it, the rules after it applied."""
+    return {"nb": None, "table_nb": nb, "variant": variant}
+
+
+def plan_candidates(dtype, size, nbs, variants, all_nb=False, gpu=None, capability=None):
+    """[(nb, variant, plan)]: the candidates to time at (dtype, size), each with the plan a square
+    solve runs for it (on the current GPU, or the one named), one per effective (NB, variant)."""
+    from hsma_trsm import _ops
+
+    out, seen = [], set()
+    for nb in nbs:
+        if nb > size or (size >= 8192 and nb < 128 and not all_nb):
+            continue
+        for variant in variants:
+            with bu.hsma_overrides(candidate_overrides(nb, variant)):
+                plan = _ops.block_plan(dtype, size, gpu=gpu, capability=capability)
+            if (plan.nb, plan.variant) not in seen:
+                seen.add((plan.nb, plan.variant))
+                out.append((nb, variant, plan))
+    return out
+
+
 def time_config(A, B, nb, variant, target_s):
     import hsma_trsm
 
-    with bu.hsma_overrides({"nb": nb, "variant": variant}):
+    with bu.hsma_overrides(candidate_overrides(nb, variant)):
         t = bu.time_cuda_events(
             lambda: hsma_trsm.trsm(A, B), warmup=1, target_s=target_s, min_reps=3, max_reps=20, isolate=False
         )
@@ -51,7 +77,8 @@ def default_out_path():
 def write_table(path, best, info):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
-        f.write("# hsma_trsm block-size table: fastest (NB, variant) per (dtype, size), square left-lower solves\n")
+        f.write("# hsma_trsm block-size table: fastest (NB, variant) per (dtype, size), square left-lower solves; "
+                "NB as the plan runs it\n")
         f.write(f"# gpu: {info['gpu']}\n# capability: {info['capability']}\n")
         f.write(f"# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
         f.write("dtype,size,nb,variant\n")
@@ -85,26 +112,21 @@ def main(argv=None):
     out = args.out or default_out_path()
     print(f"tuning on {info['gpu']} (sm {info['capability']}), torch {info['torch']}, CUDA {info['cuda']}")
 
-    jobs = []
-    for dtype in dtypes:
-        for size in sizes:
-            for nb in nbs:
-                if nb > size or (size >= 8192 and nb < 128 and not args.all_nb):
-                    continue
-                for variant in variants:
-                    jobs.append((dtype, size, nb, variant))
+    jobs = [(dtype, size, nb, variant, plan) for dtype in dtypes for size in sizes
+            for nb, variant, plan in plan_candidates(dtype, size, nbs, variants, args.all_nb)]
 
-    rows, best = [], {}
+    best = {}
     sweep = None
     if args.sweep_csv:  # written as it goes, so an interrupted sweep keeps what it measured
         os.makedirs(os.path.dirname(os.path.abspath(args.sweep_csv)), exist_ok=True)
         sweep = open(args.sweep_csv, "w", newline="")
         sweep.write(f"# gpu: {info['gpu']}\n# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n")
         sweep_writer = csv.writer(sweep)
-        sweep_writer.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops"])
+        # nb, variant: the plan that ran; table_nb: the candidate that gave it
+        sweep_writer.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops", "table_nb"])
     current = None
     bar = bu.progress(jobs, total=len(jobs), desc="tune")
-    for dtype, size, nb, variant in bar:
+    for dtype, size, nb, variant, plan in bar:
         if current != (dtype, size):
             current = (dtype, size)
             A = B = None
@@ -115,18 +137,18 @@ def main(argv=None):
             us = time_config(A, B, nb, variant, args.target_s)
         except RuntimeError as e:  # e.g. out of memory: record and go on
             us = float("nan")
-            print(f"\n{bu.dtype_name(dtype)} size {size} NB {nb} {variant}: {e}", file=sys.stderr)
-        rows.append((bu.dtype_name(dtype), size, nb, variant, us))
+            print(f"\n{bu.dtype_name(dtype)} size {size} NB {plan.nb} {plan.variant}: {e}", file=sys.stderr)
         if sweep:
             flops = bu.trsm_flops(size, size, is_complex=dtype.is_complex)
-            sweep_writer.writerow([bu.dtype_name(dtype), size, nb, variant, f"{us:.1f}", f"{flops / us / 1e6:.2f}"])
+            sweep_writer.writerow([bu.dtype_name(dtype), size, plan.nb, plan.variant, f"{us:.1f}",
+                                   f"{flops / us / 1e6:.2f}", nb])
             sweep.flush()
         key = (bu.dtype_name(dtype), size)
         if us == us and (key not in best or us < best[key][2]):
-            best[key] = (nb, variant, us)
+            best[key] = (plan.nb, plan.variant, us)
             write_table(out, best, info)  # kept current, so an interrupted sweep still leaves a table
         if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(f"{key[0]} {size} NB {nb} {variant}: {us:.0f} us")
+            bar.set_postfix_str(f"{key[0]} {size} NB {plan.nb} {plan.variant}: {us:.0f} us")
     if hasattr(bar, "close"):
         bar.close()
 

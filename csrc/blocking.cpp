@@ -204,6 +204,10 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
     plan.nb = o.nb;
     plan.source = "override nb";
   } else {
+    if (o.table_nb > 0) {  // as if the table's row said so (the tuner's candidates)
+      plan.nb = o.table_nb;
+      plan.source = "override table_nb";
+    }
     // Medium orders: leaves of at most 64 rows solved directly by the small kernels (no inversion
     // launch, no leaf GEMM); the inversion's sequential steps would cost more than they save.
     if (k <= kDirectLeavesMaxK && plan.nb > kDirectLeafMaxNB) {

@@ -86,6 +86,8 @@ const Key kKeys[] = {
      [](Overrides& o, const std::string& v) { return parse_int(v, 1, 0x7fffffff, &o.max_blocks); }},
     {"nb", "an integer in 1..1024", nullptr,
      [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNBHost, &o.nb); }},
+    {"table_nb", "an integer in 1..1024", nullptr,
+     [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNBHost, &o.table_nb); }},
     {"variant", "recursive or blocked", nullptr,
      [](Overrides& o, const std::string& v) { return one_of_names(v, {"recursive", "blocked"}, &o.variant); }},
     {"ib", "a power of two in 1..1024", nullptr,
@@ -126,6 +128,7 @@ std::string parse_spec(const std::string& spec, Overrides* o, std::string* canon
     if (!kKeys[i].set(*o, value)) return name + "=" + value + ": expected " + kKeys[i].accepts;
     values[i] = value;
   }
+  if (o->nb > 0 && o->table_nb > 0) return "nb and table_nb exclude each other";
   canonical->clear();
   for (size_t i = 0; i < kNumKeys; ++i) {
     if (values[i].empty() || (kKeys[i].unforced && values[i] == kKeys[i].unforced)) continue;

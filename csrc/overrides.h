@@ -36,6 +36,7 @@ struct Overrides {
   int64_t max_blocks = 0;  // cap on every small-path grid
   // Blocked path (csrc/blocking.cpp). 0 or -1: the block plan's choice.
   int64_t nb = 0;          // NB exactly: none of the rules after the table applies
+  int64_t table_nb = 0;    // NB in place of the table's row; the rules after it apply (the tuner)
   int variant = -1;        // BlockedVariant: 0 recursive, 1 blocked
   int64_t ib = 0;          // inner block of the diagonal inversion (a power of two)
   bool aten_gemm = false;  // ATen's GEMMs instead of cuBLAS directly

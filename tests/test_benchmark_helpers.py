@@ -12,6 +12,7 @@ import torch
 import benchmarks.report as rp
 import benchmarks.util as bu
 from benchmarks import run as bm
+from benchmarks import tune
 
 # ----------------------------------------------------------------------------------------------
 # Formulas
@@ -374,6 +375,24 @@ def test_blocking_choice_reads_the_shipped_table():
     nb, variant, source = bm.blocking_choice(torch.float64, 4096, gpu="NVIDIA H200", capability="9.0",
                                              overrides={"nb": 128, "variant": None})
     assert (nb, variant, source) == (128, want[1], "override nb")
+    assert torch.ops.hsma._get_overrides() == ""
+
+
+
+def test_tuner_times_each_effective_plan_once():
+    """The tuner's candidates stand in for the table's row, so a candidate the rules change is timed
+    as it runs (orders up to 256: NB <= 64), once per effective (NB, variant), and recorded so."""
+    variants = ["recursive", "blocked"]
+    kw = dict(gpu="NVIDIA H200", capability="9.0")
+    got = tune.plan_candidates(torch.float64, 256, tune.DEFAULT_NBS, variants, **kw)
+    assert [(nb, v, p.nb, p.variant) for nb, v, p in got] == [
+        (32, "recursive", 32, "recursive"), (32, "blocked", 32, "blocked"),
+        (64, "recursive", 64, "recursive"), (64, "blocked", 64, "blocked")]
+    got = tune.plan_candidates(torch.complex64, 1000, tune.DEFAULT_NBS, variants, **kw)
+    assert [(p.nb, p.variant) for _, _, p in got] == [(nb, v) for nb in (32, 64, 128, 256, 512) for v in variants]
+    assert [p.ib for _, _, p in got[6:]] == [32, 32, 64, 64]  # NB / 8 from NB = 256, as a solve runs it
+    got = tune.plan_candidates(torch.float32, 8192, tune.DEFAULT_NBS, ["blocked"], **kw)
+    assert [p.nb for _, _, p in got] == [128, 256, 512, 1024]
     assert torch.ops.hsma._get_overrides() == ""
 
 

@@ -144,6 +144,15 @@ def test_forced_values_are_taken_as_they_are(hsma_overrides):
     assert _plan("complex64", 600, 5).ib == 64
 
 
+def test_table_nb_takes_the_rules_after_the_table(hsma_overrides):
+    """table_nb stands in for the table's row (the tuner's candidates): what runs is the plan."""
+    hsma_overrides(table_nb=128, variant="blocked")
+    assert _plan("float64", 256, "k")[:3] == (64, "blocked", 64)
+    assert _plan("float64", 300, 3)[:3] == (256, "blocked", 32)
+    assert _plan("float64", 300, "k")[:3] == (128, "blocked", 128)
+    assert _plan("float64", 300, "k").source == "override table_nb, override variant"
+
+
 def test_untuned_gpu_takes_the_default_and_the_rules(hsma_overrides):
     torch.ops.hsma._set_overrides("")
     plan = _ops.block_plan(torch.float32, 1000, gpu="Imaginary GPU", capability="1.0", table="/nonexistent.csv")

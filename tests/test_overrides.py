@@ -28,6 +28,7 @@ def test_spec_is_canonical(hsma_overrides):
     ("max_blocks=0", "max_blocks=0"), ("max_blocks=2147483648", "max_blocks=2147483648"),
     ("pdl=3", "pdl=3"), ("async_copy=yes", "async_copy=yes"), ("aten_gemm=2", "aten_gemm=2"),
     ("block=64", "unknown key 'block'"), ("nb", "'nb' is not key=value"), ("nb=64,nb=32", "nb is given twice"),
+    ("nb=64,table_nb=64", "nb and table_nb exclude each other"),
 ])
 def test_bad_values_raise_naming_the_key(spec, named, hsma_overrides):
     hsma_overrides(variant="blocked")
