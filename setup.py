@@ -53,14 +53,16 @@ def cuda_arch_default():
 
 
 def extension():
-    host = ["csrc/ops.cpp", "csrc/autograd.cpp", "csrc/overrides.cpp", "csrc/blocking.cpp", "csrc/python_module.cpp"]
+    # csrc/*.cpp: overrides, block plan; csrc/ops: schemas, checks, CPU kernel, autograd, Python entry.
+    host = sorted(glob.glob("csrc/*.cpp", root_dir=HERE) + glob.glob("csrc/ops/*.cpp", root_dir=HERE))
     cxx = ["-O3"]
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         cuda_arch_default()
-        kernels = sorted(glob.glob("csrc/kernels/*.cu", root_dir=HERE))
+        # csrc/cuda: the torch-facing CUDA backend; csrc/kernels: the kernels (no torch headers).
+        cuda = sorted(glob.glob("csrc/cuda/*.cpp", root_dir=HERE) + glob.glob("csrc/kernels/*.cu", root_dir=HERE))
         return cpp_extension.CUDAExtension(
             "hsma_trsm._C",
-            host + ["csrc/cuda_dispatch.cpp"] + kernels,
+            host + cuda,
             include_dirs=[os.path.join(HERE, "csrc")],
             extra_compile_args={"cxx": cxx, "nvcc": ["-O3"]},
         )

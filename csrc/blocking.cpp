@@ -126,17 +126,18 @@ void warn_once(const std::string& key, const std::string& msg) {
   if (g_warned.insert(key).second) TORCH_WARN("hsma_trsm: ", msg);
 }
 
-}  // namespace
-
 std::string gpu_slug(const std::string& name) {
   std::string s;
   for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) s += static_cast<char>(std::tolower(u));
     else if (!s.empty() && s.back() != '-') s += '-';
   }
   while (!s.empty() && s.back() == '-') s.pop_back();
   return s;
 }
+
+}  // namespace
 
 std::string table_path_for(const GpuIdentity& gpu) {
   const std::string env = table_path_from_env();

@@ -56,6 +56,8 @@ struct TrsmShape {
 
 // The dtypes with kernels: float32, float64, complex64, complex128.
 bool supported_dtype(at::ScalarType t);
+// `what(S)` for each of their C++ types (explicit instantiations of the CUDA backend's templates).
+#define HSMA_FOR_EACH_DTYPE(what) what(float) what(double) what(c10::complex<float>) what(c10::complex<double>)
 
 // Parses trans ('N', 'T', 'C', either case); raises ValueError naming the argument otherwise.
 Trans parse_trans(c10::string_view trans);

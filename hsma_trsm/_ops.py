@@ -28,7 +28,7 @@ def _load_library():
     return _C
 
 
-# _C.trsm is the eager entry of the public API (csrc/python_module.cpp): the typed dispatcher call
+# _C.trsm is the eager entry of the public API (csrc/ops/python_entry.cpp): the typed dispatcher call
 # without torch.ops' boxed argument parsing.
 _C = _load_library()
 
@@ -118,7 +118,7 @@ def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular
     _result_shape(A, B, left)
 
 
-# The autograd formula (reverse and forward mode) is registered in C++ (csrc/autograd.cpp), so
+# The autograd formula (reverse and forward mode) is registered in C++ (csrc/ops/autograd.cpp), so
 # calls that want no gradient never enter Python.
 
 

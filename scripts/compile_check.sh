@@ -5,8 +5,8 @@
 #     (scripts/ptx_entries_check.py);
 #   - every kernel source with hipcc for AMD gfx906 (wave64, the paper's DCU/MI50 class) and
 #     gfx90a (MI200 class), compile only;
-#   - the torch-facing CUDA dispatcher (csrc/cuda_dispatch.cpp) for syntax against the installed
-#     torch headers (a CPU torch lacks one generated CUDA header; a stub stands in for it).
+#   - the torch-facing CUDA backend (csrc/cuda/*.cpp) for syntax against the installed torch
+#     headers (a CPU torch lacks one generated CUDA header; a stub stands in for it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -34,9 +34,11 @@ if command -v nvcc >/dev/null; then
   py_inc=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
   mkdir -p "$tmp/stub/c10/cuda/impl"
   echo '#define C10_CUDA_BUILD_SHARED_LIBS' >"$tmp/stub/c10/cuda/impl/cuda_cmake_macros.h"
-  echo "g++ syntax: csrc/cuda_dispatch.cpp"
-  # shellcheck disable=SC2086
-  g++ -std=c++20 -fsyntax-only -DUSE_CUDA -I"$tmp/stub" $torch_inc -I"$py_inc" -I"$cuda_inc" -Icsrc csrc/cuda_dispatch.cpp
+  for f in csrc/cuda/*.cpp; do
+    echo "g++ syntax: $f"
+    # shellcheck disable=SC2086
+    g++ -std=c++20 -fsyntax-only -DUSE_CUDA -I"$tmp/stub" $torch_inc -I"$py_inc" -I"$cuda_inc" -Icsrc "$f"
+  done
 else
   echo "nvcc not found: skipping the CUDA compile check" >&2
   exit 1

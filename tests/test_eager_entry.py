@@ -1,4 +1,4 @@
-"""The eager entry hsma_trsm._C.trsm (csrc/python_module.cpp), which hsma_trsm.trsm and
+"""The eager entry hsma_trsm._C.trsm (csrc/ops/python_entry.cpp), which hsma_trsm.trsm and
 hsma_trsm.solve_triangular call before torch.ops.hsma.trsm: it must give torch.ops' results and
 errors, keep every dispatch key (autograd, modes, profiler, inference mode), and decline (return
 None, so that the public functions take torch.ops' path) exactly where that path differs."""

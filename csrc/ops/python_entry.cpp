@@ -149,7 +149,7 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
 PyMethodDef methods[] = {
     {"trsm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(trsm_entry)), METH_FASTCALL,
      "trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor or None: torch.ops.hsma.trsm by a typed "
-     "dispatcher call, or None where torch.ops' path must be taken (see csrc/python_module.cpp)."},
+     "dispatcher call, or None where torch.ops' path must be taken (see csrc/ops/python_entry.cpp)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",

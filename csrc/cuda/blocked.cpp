@@ -1,0 +1,220 @@
+// The blocked path (blocked.h): the diagonal-block inversion, its GEMM doubling and the drivers.
+#include "cuda/blocked.h"
+
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "blocking.h"
+#include "cuda/canonical.h"
+#include "cuda/gemm.h"
+#include "overrides.h"
+
+namespace hsma {
+namespace {
+
+// The host constants of blocking.h against the kernels' own.
+static_assert(kDirectLeafMaxNB == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
+              "blocking.h's limits must be the kernels' (kernels/trsm_problem.h)");
+
+// Name and compute capability of the current device, queried once per device.
+const GpuIdentity& device_identity() {
+  static std::mutex mutex;
+  static std::map<int, GpuIdentity> cache;
+  int dev = 0;
+  check_launch(cudaGetDevice(&dev), "device query");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(dev);
+  if (it == cache.end()) {
+    cudaDeviceProp prop;
+    check_launch(cudaGetDeviceProperties(&prop, dev), "device query");
+    const std::string capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    it = cache.emplace(dev, GpuIdentity{prop.name, capability}).first;
+  }
+  return it->second;
+}
+
+// Doubling from IB x IB to NB x NB inverses, in the tile layout of blocked_solve (one batch entry):
+// for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
+//   lower [[A, 0], [C, B]]: inv21 = -inv(B) C inv(A);   upper [[A, C], [0, B]]: inv12 = -inv(A) C inv(B),
+// as strided-batched GEMMs over all full pairs, plus plain GEMMs for a last partial pair.
+template <typename S>
+void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonical& c, int64_t k, int64_t nb,
+                           int64_t ib, BlasHandle& h) {
+  // T's blocks as views of A3 (conj: T holds conj of A3's plain values), the inverse tiles as views
+  // of inv, and one workspace for the products C inv(.) of every level.
+  const int64_t rT = c.transposed ? A3.stride(2) : A3.stride(1), cT = c.transposed ? A3.stride(1) : A3.stride(2);
+  const int64_t d = nb + 1;
+  int64_t work = 0;
+  for (int64_t s = ib; s < nb; s *= 2) work = std::max(work, std::max<int64_t>(k / (2 * s), 1) * s * s);
+  const at::Tensor tmp_buf = at::empty({work}, inv.options());
+  const bool t_conj = c.conj != A3.is_conj();
+  auto tview = [&](int64_t cnt, int64_t r, int64_t cc, int64_t bs, int64_t off) {
+    return StridedView{A3, off, cnt, r, cc, bs, rT, cT, t_conj, false};
+  };
+  auto iview = [&](int64_t cnt, int64_t r, int64_t cc, int64_t bs, int64_t off) {
+    return StridedView{inv, off, cnt, r, cc, bs, nb, 1, false, false};
+  };
+  auto tmp = [&](int64_t cnt, int64_t r, int64_t cc) {
+    return StridedView{tmp_buf, 0, cnt, r, cc, r * cc, cc, 1, false, false};
+  };
+  for (int64_t s = ib; s < nb; s *= 2) {
+    // Full pairs as batches, then a last pair with a shorter second block (batch 1, s2 < s).
+    const int64_t npairs = k / (2 * s), r0 = npairs * 2 * s, s2 = k - r0 - s;
+    const int64_t ps = 2 * s * d, pa = 2 * s * (rT + cT);
+    for (int part = 0; part < 2; ++part) {
+      const int64_t cnt = part == 0 ? npairs : (s2 > 0 ? 1 : 0), q = part == 0 ? s : s2;
+      if (cnt == 0) continue;
+      const int64_t o = part == 0 ? 0 : r0;  // first row of the (first) pair
+      const StridedView I11 = iview(cnt, s, s, ps, o * d), I22 = iview(cnt, q, q, ps, (o + s) * d);
+      if (c.lower) {  // inv21 = -inv(B) C inv(A), C = T[o+s : o+s+q, o : o+s]
+        const StridedView W = tmp(cnt, q, s);
+        gemm_into<S>(W, 1, tview(cnt, q, s, pa, (o + s) * rT + o * cT), I11, 0, h);
+        gemm_into<S>(iview(cnt, q, s, ps, o * d + s * nb), -1, I22, W, 0, h);
+      } else {  // inv12 = -inv(A) C inv(B), C = T[o : o+s, o+s : o+s+q]
+        const StridedView W = tmp(cnt, s, q);
+        gemm_into<S>(W, 1, tview(cnt, s, q, pa, o * rT + (o + s) * cT), I22, 0, h);
+        gemm_into<S>(iview(cnt, s, q, ps, o * d + s), -1, I11, W, 0, h);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename S>
+void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
+                   const TrsmShape& s) {
+  using K = typename kernel_type<S>::type;
+  const int64_t k = s.k, bt = s.batch_numel();
+  // 3-D views: A (btA, k, k) with btA = 1 when A is shared by the whole batch.
+  const auto a_batch = A.sizes().slice(0, A.dim() - 2);
+  int64_t a_numel = 1;
+  for (auto v : a_batch) a_numel *= v;
+  std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
+  a_shape.push_back(k); a_shape.push_back(k);
+  b_shape.push_back(s.m); b_shape.push_back(s.n);
+  const at::Tensor A3 = a_numel == 1 ? A.reshape({1, k, k}) : A.expand(a_shape).reshape({bt, k, k});
+  const at::Tensor B3 = B.expand(b_shape).reshape({bt, s.m, s.n});
+  at::Tensor X3 = X.view({bt, s.m, s.n});
+  const Canonical c = canonicalise(args, A3.is_conj());
+
+  // NB, variant and IB: the block plan (csrc/blocking.h).
+  const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1};
+  const BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
+  const int64_t nb = plan.nb, ib = plan.ib;
+  const int64_t nblk = (k + nb - 1) / nb;
+  const bool direct_leaves = plan.direct_leaves();
+  // Inverses of T's diagonal blocks: tile b of batch entry e at inv[e][b * tile], row pitch NB,
+  // tiles NB * (NB + 1) apart. With that spacing the IB x IB diagonal tiles of all blocks, and
+  // the block pairs combined at each doubling level below, are equally spaced along the
+  // diagonal, so each level is one strided-batched GEMM over the whole matrix.
+  const int64_t tile = nb * (nb + 1);
+  BlasHandle blas;
+  at::Tensor inv;
+  if (!direct_leaves) {
+    // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
+    // kernel); with ib < nb, GEMM doubling then builds the NB x NB inverses from them.
+    inv = at::empty({A3.size(0), nblk * tile}, A3.options());
+    if (ib < nb)  // the doubling fills the tiles' off-diagonal blocks below (above) the diagonal only
+      check_launch(cudaMemsetAsync(inv.data_ptr(), 0, inv.nbytes(), c10::cuda::getCurrentCUDAStream()),
+                   "zeroing the inverse tiles");
+    DiagInverseProblem<K> p;
+    p.m = k;
+    p.nb = ib;
+    p.batch = A3.size(0);
+    p.A = reinterpret_cast<const K*>(A3.const_data_ptr());
+    p.a = c.transposed ? MatrixRef{A3.stride(2), A3.stride(1)} : MatrixRef{A3.stride(1), A3.stride(2)};
+    p.a_batch_stride = A3.stride(0);
+    p.out = reinterpret_cast<K*>(inv.data_ptr());
+    p.out_pitch = nb;
+    p.out_block_stride = ib * (nb + 1);
+    p.out_batch_stride = nblk * tile;
+    p.upper = !c.lower;
+    p.conj = c.conj;
+    p.unit = args.unit;
+    check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()),
+                 "launching the diagonal-block inverse kernel");
+    if (ib < nb) combine_inverse_tiles<S>(inv, A3, c, k, nb, ib, blas);
+  }
+
+  // T as an ATen view (conj views are handled by cuBLAS or resolved by ATen as needed).
+  at::Tensor T = c.transposed ? A3.mT() : A3;
+  if (args.trans == Trans::kC) T = T.conj();
+  const at::Tensor R = args.left ? B3 : B3.mT();
+  at::Tensor Xv = args.left ? X3 : X3.mT();
+
+  // X rows [r0, r0 + sz) = a * inv(T_kk) @ Rk for the diagonal block starting at r0.
+  // Direct leaves: the same solve restricted to the diagonal block, by the small-path kernel.
+  auto leaf = [&](int64_t r0, int64_t sz, const at::Tensor& Rk, const c10::Scalar& a) {
+    at::Tensor Xk = Xv.narrow(1, r0, sz);
+    if (direct_leaves) {
+      TrsmArgs la = args;
+      la.alpha = a;
+      TrsmShape ls;
+      ls.k = sz;
+      ls.batch = {bt};
+      ls.m = args.left ? sz : Rk.size(2);
+      ls.n = args.left ? Rk.size(2) : sz;
+      ls.result = {bt, ls.m, ls.n};
+      at::Tensor Xo = args.left ? Xk : Xk.mT();
+      small_solve<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls);
+      return;
+    }
+    const StridedView Ik{inv, (r0 / nb) * tile, inv.size(0), sz, sz, inv.stride(0), nb, 1, false, false};
+    gemm_into<S>(StridedView::of(Xk), a, Ik, StridedView::of(Rk), 0, blas);
+  };
+
+  if (plan.variant == BlockedVariant::kBlocked) {
+    // Left-looking block rows: X_k = inv(T_kk) (alpha B_k - T_k,done X_done), in solve order.
+    for (int64_t step = 0; step < nblk; ++step) {
+      const int64_t kb = c.lower ? step : nblk - 1 - step;
+      const int64_t r0 = kb * nb, sz = std::min(nb, k - r0);
+      const at::Tensor Rk = R.narrow(1, r0, sz);
+      if (step == 0) {
+        leaf(r0, sz, Rk, args.alpha);
+        continue;
+      }
+      const int64_t d0 = c.lower ? 0 : r0 + sz, dn = c.lower ? r0 : k - (r0 + sz);
+      const at::Tensor tmp =
+          gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1, blas);
+      leaf(r0, sz, tmp, 1);
+    }
+    return;
+  }
+
+  // Recursive: solves rows [r0, r1) of T X = a R, R holding exactly those rows.
+  std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve =
+      [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
+        const int64_t blocks = (r1 - r0 + nb - 1) / nb;
+        if (blocks == 1) {
+          leaf(r0, r1 - r0, Rr, a);
+          return;
+        }
+        const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
+        if (c.lower) {
+          solve(r0, mid, Rr.narrow(1, 0, h), a);
+          const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
+                                        Xv.narrow(1, r0, h), -1, blas);
+          solve(mid, r1, R2, 1);
+        } else {
+          solve(mid, r1, Rr.narrow(1, h, h2), a);
+          const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
+                                        Xv.narrow(1, mid, h2), -1, blas);
+          solve(r0, mid, R1, 1);
+        }
+      };
+  solve(0, k, R, args.alpha);
+}
+
+#define HSMA_INSTANTIATE(S) \
+  template void blocked_solve<S>(const at::Tensor&, const at::Tensor&, at::Tensor&, const TrsmArgs&, const TrsmShape&);
+HSMA_FOR_EACH_DTYPE(HSMA_INSTANTIATE)
+#undef HSMA_INSTANTIATE
+
+}  // namespace hsma

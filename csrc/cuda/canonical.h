@@ -1,0 +1,38 @@
+// The canonical problem of the CUDA backend: every (side, uplo, trans, conj view, batch strides)
+// of a call becomes the kernels' lower-triangular left solve L X = alpha B (kernels/trsm_problem.h),
+// read in place through signed strides. small_solve fills the small kernels' SolveProblem from it;
+// the blocked path (blocked.h) reads the same Canonical form.
+#pragma once
+#include <ATen/ATen.h>
+
+#include "kernels/trsm_problem.h"
+#include "trsm.h"
+
+namespace hsma {
+
+// The kernels' scalar type for ATen's.
+template <typename S> struct kernel_type { using type = S; };
+template <> struct kernel_type<c10::complex<float>> { using type = complex<float>; };
+template <> struct kernel_type<c10::complex<double>> { using type = complex<double>; };
+
+// Raises RuntimeError naming `what` when a launch (or a runtime call) failed.
+void check_launch(hsmaError_t err, const char* what);
+
+// The canonical form: T = op(A) for a left solve, op(A)^T for a right one (so that the solve is
+// always T X' = alpha B' with X' = X or X^T), read through strides.
+struct Canonical {
+  bool transposed;  // T(i, j) = A(j, i)
+  bool conj;        // T holds conj(A)'s values
+  bool lower;       // T is lower triangular
+};
+
+Canonical canonicalise(const TrsmArgs& args, bool a_is_conj);
+
+// The solve of (A, B) for orders k <= kSmallMaxM into X (fresh, B itself in place, or a view;
+// strided): one launch of the small kernels for the whole batch (S: ATen's scalar type). The
+// small-path overrides (overrides.h) are applied here.
+template <typename S>
+void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
+                 const TrsmShape& s);
+
+}  // namespace hsma

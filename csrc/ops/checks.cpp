@@ -1,0 +1,99 @@
+// The arguments of torch.ops.hsma.trsm / trsm_ as every backend's kernel takes them (csrc/trsm.h):
+// trans parsed once into Trans, the shape and type checks, the in-place checks, and the typed
+// dispatcher call the autograd kernel and the Python entry make.
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <torch/library.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <utility>
+
+#include "trsm.h"
+
+namespace hsma {
+
+Trans parse_trans(c10::string_view trans) {
+  const char c = trans.size() == 1 ? static_cast<char>(std::toupper(trans[0])) : '?';
+  TORCH_CHECK_VALUE(c == 'N' || c == 'T' || c == 'C',
+                    "hsma::trsm: trans must be 'N', 'T' or 'C', got '", std::string(trans), "'");
+  return static_cast<Trans>(c);
+}
+
+TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, const c10::Scalar& alpha) {
+  return TrsmArgs{left, upper, parse_trans(trans), unit, alpha};
+}
+
+bool supported_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
+}
+
+TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op) {
+  HSMA_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
+  HSMA_CHECK(B.dim() >= 2, op, ": B must have at least 2 dimensions (*, m, n), got shape ", shape(B.sizes()));
+  HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
+  TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
+                   ": A must be float32, float64, complex64 or complex128, got ", A.scalar_type());
+  TORCH_CHECK_TYPE(A.scalar_type() == B.scalar_type(), op, ": A and B must have the same dtype, got A ",
+                   A.scalar_type(), " and B ", B.scalar_type());
+  HSMA_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device().str(),
+              " and B on ", B.device().str());
+  HSMA_CHECK(A.layout() == at::kStrided && B.layout() == at::kStrided, op, ": A and B must be strided (dense) tensors");
+  TORCH_CHECK_TYPE(!args.alpha.isComplex() || at::isComplexType(A.scalar_type()), op,
+                   ": alpha is complex but A and B are ", A.scalar_type());
+  TrsmShape s;
+  s.k = A.size(-1);
+  s.m = B.size(-2);
+  s.n = B.size(-1);
+  const int64_t need = args.left ? s.m : s.n;
+  HSMA_CHECK(s.k == need, op, ": A is ", num(s.k), "x", num(s.k), " but B is ", num(s.m), "x", num(s.n), "; with left=",
+              args.left ? "True" : "False", " A's order must equal B's number of ",
+              args.left ? "rows (m)" : "columns (n)");
+  const auto a_batch = A.sizes().slice(0, A.dim() - 2);
+  const auto b_batch = B.sizes().slice(0, B.dim() - 2);
+  try {
+    s.batch = at::infer_size(a_batch, b_batch);
+  } catch (const c10::Error&) {
+    HSMA_CHECK(false, op, ": the batch dimensions of A ", shape(a_batch), " and B ", shape(b_batch),
+               " do not broadcast");
+  }
+  s.result = s.batch;
+  s.result.push_back(s.m);
+  s.result.push_back(s.n);
+  return s;
+}
+
+// torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested
+// solves and the Python entry (csrc/ops/python_entry.cpp) call it.
+at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                     bool unit, const c10::Scalar& alpha) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("hsma::trsm", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool,
+                                         const c10::Scalar&)>();
+  return op.call(A, B, left, upper, trans, unit, alpha);
+}
+
+// Whether the memory spans of A and B intersect (conservative: interleaved views count).
+static bool may_share_memory(const at::Tensor& A, const at::Tensor& B) {
+  if (A.numel() == 0 || B.numel() == 0 || !A.storage().is_alias_of(B.storage())) return false;
+  auto span = [](const at::Tensor& t) {
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * std::abs(t.stride(d));
+    const auto* lo = static_cast<const char*>(t.const_data_ptr());
+    return std::make_pair(lo, lo + extent * static_cast<int64_t>(t.element_size()));
+  };
+  const auto a = span(A), b = span(B);
+  return a.first < b.second && b.first < a.second;
+}
+
+void check_inplace(const at::Tensor& A, const at::Tensor& B, const TrsmShape& s, const char* op) {
+  HSMA_CHECK(B.sizes().vec() == s.result, op, ": the in-place solve writes B, so B must have the broadcast ",
+             "result's shape ", shape(s.result), ", got ", shape(B.sizes()));
+  HSMA_CHECK(at::has_internal_overlap(B) != at::MemOverlap::Yes, op,
+             ": B has elements that share memory (an expanded tensor?); clone it before an in-place solve");
+  HSMA_CHECK(!may_share_memory(A, B), op,
+             ": A and B share memory; the in-place solve would overwrite A while reading it (clone one of them)");
+}
+
+}  // namespace hsma

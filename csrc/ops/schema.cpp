@@ -1,0 +1,88 @@
+// torch.ops.hsma: the schemas, the CPU kernel (through ATen, i.e. LAPACK trsm), the Autograd-key
+// guard of the in-place form and the conj/neg fallthroughs. The argument checks are in
+// checks.cpp, the CUDA kernels in csrc/cuda/trsm_cuda.cpp, the autograd formula in autograd.cpp,
+// the fake (meta) kernels in hsma_trsm/_ops.py.
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include "trsm.h"
+
+namespace hsma {
+
+// CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha applied to the solution.
+static at::Tensor cpu_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
+  const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
+  const bool upper_eff = args.upper != (args.trans != Trans::kN);
+  // alpha scales B before the solve, as on CUDA (and as BLAS defines it), so that intermediate
+  // overflow behaves the same on both devices.
+  const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
+  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * args.alpha, upper_eff, args.left, args.unit);
+  return X.contiguous();
+}
+
+static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
+                           c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
+  check_trsm(A, B, args, "hsma::trsm");
+  return cpu_solve(A, B, args);
+}
+
+static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                      bool unitriangular, const c10::Scalar& alpha) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
+  check_inplace(A, B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
+  B.copy_(cpu_solve(A, B, args));
+}
+
+// Autograd key of the in-place form: it has no derivative formula; refuse clearly when a
+// gradient is wanted, otherwise pass through to the backend and bump B's version counter.
+static void trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
+                                  c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
+  HSMA_CHECK(!(c10::GradMode::is_enabled() && (A.requires_grad() || B.requires_grad())),
+              "hsma::trsm_: the in-place solve does not support autograd (A or B requires grad); "
+              "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
+  // Forward mode likewise: B's tangent would silently go stale.
+  HSMA_CHECK(!(A._fw_grad(/*level=*/0).defined() || B._fw_grad(/*level=*/0).defined()),
+              "hsma::trsm_: the in-place solve does not support forward-mode AD (A or B has a tangent); "
+              "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("hsma::trsm_", "")
+                       .typed<void(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,
+                                    const c10::Scalar&)>();
+  {
+    c10::impl::ExcludeDispatchKeyGuard guard(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+    op.call(A, B, left, upper, trans, unitriangular, alpha);
+  }
+  B.unsafeGetTensorImpl()->bump_version();
+}
+
+}  // namespace hsma
+
+TORCH_LIBRARY(hsma, m) {
+  m.def(
+      "trsm(Tensor A, Tensor B, *, bool left=True, bool upper=False, str trans=\"N\", "
+      "bool unitriangular=False, Scalar alpha=1) -> Tensor");
+  m.def(
+      "trsm_(Tensor A, Tensor(a!) B, *, bool left=True, bool upper=False, str trans=\"N\", "
+      "bool unitriangular=False, Scalar alpha=1) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(hsma, CPU, m) {
+  m.impl("trsm", &hsma::trsm_cpu);
+  m.impl("trsm_", &hsma::trsm_cpu_);
+}
+
+TORCH_LIBRARY_IMPL(hsma, Autograd, m) { m.impl("trsm_", &hsma::trsm_autograd_); }
+
+// Conjugate and negative views reach the kernels as they are: the CPU kernel hands them to ATen,
+// the CUDA kernels fold a conjugated A into their conj flag (A.mH() costs no copy) and resolve
+// the rest. (The generic math-bits fallback would materialise every such input, and it cannot
+// serve an in-place op that returns nothing.)
+TORCH_LIBRARY_IMPL(hsma, Conjugate, m) {
+  m.impl("trsm", torch::CppFunction::makeFallthrough());
+  m.impl("trsm_", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(hsma, Negative, m) {
+  m.impl("trsm", torch::CppFunction::makeFallthrough());
+  m.impl("trsm_", torch::CppFunction::makeFallthrough());
+}
