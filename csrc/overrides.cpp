@@ -126,7 +126,8 @@ std::string parse_spec(const std::string& spec, Overrides* o, std::string* canon
     if (i == kNumKeys) return "unknown key '" + name + "' (keys: " + key_names() + ")";
     if (!values[i].empty()) return name + " is given twice";
     if (!kKeys[i].set(*o, value)) return name + "=" + value + ": expected " + kKeys[i].accepts;
-    values[i] = value;
+    const bool number = value.find_first_not_of("0123456789") == std::string::npos;
+    values[i] = number ? std::to_string(std::stoll(value)) : value;  // 064 -> 64
   }
   if (o->nb > 0 && o->table_nb > 0) return "nb and table_nb exclude each other";
   canonical->clear();

@@ -13,7 +13,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_spec_is_canonical(hsma_overrides):
-    torch.ops.hsma._set_overrides(" nb = 64 ,small_kernel=tiles,, async_copy=1,aten_gemm=0,pdl=0")
+    torch.ops.hsma._set_overrides(" nb = 064 ,small_kernel=tiles,, async_copy=1,aten_gemm=0,pdl=0")
     # Keys in one fixed order; values that force nothing (async_copy=1, aten_gemm=0) left out.
     assert torch.ops.hsma._get_overrides() == "small_kernel=tiles,pdl=0,nb=64"
     assert _ops.get_overrides() == {"small_kernel": "tiles", "pdl": "0", "nb": "64"}
