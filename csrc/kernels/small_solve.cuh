@@ -38,19 +38,17 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   const DeviceInfo dev = current_device_info();
   if constexpr (std::is_same_v<T, complex<double>>) {
     // The paper's seven-stage pipeline for complex128 at m = 64, on request (ablations): on the
-    // H200 the segment kernel was faster, single and batched (benchmarks/results, small suite).
+    // H200 the segment kernel was faster, single and batched.
     if (p.kernel == SmallKernel::kPipeline) return launch_small_pipeline(p, stream);
   }
   // The segment kernel spreads each column's substitution over a segment's lanes, the column
-  // kernel runs it on one thread. Warp-wide segments win (H200, scripts/profile_cases.py) for a
-  // few columns of a triangle beyond 16 rows (a single solve) and for batches of single vectors in
-  // 8- and 16-byte types; 8-lane segments for complex solves with more columns in all
-  // (batch * n > kFewColumns: batches, or one wide B) of orders beyond 48 (complex64) or 32
-  // (complex128), where a column fills too many of one thread's registers (at 17-32 rows the
-  // column kernel, with its triangles staged by cp.async, won: batch 10000 of 32x32 complex64
-  // 105 vs 155 us, complex128 162 vs 276; at 48 rows, batch 4096 of 48x48 complex64 147 vs 192
-  // us against 8-lane segments of 48 rows, complex128 818 (split columns) vs 350). Large complex
-  // batches take the tile kernel or the tensor-core kernel instead where they won (below).
+  // kernel runs it on one thread. Warp-wide segments win for a few columns of a triangle beyond 16
+  // rows (a single solve) and for batches of single vectors in 8- and 16-byte types; 8-lane
+  // segments for complex solves with more columns in all (batch * n > kFewColumns: batches, or one
+  // wide B) of orders beyond 48 (complex64) or 32 (complex128), where a column fills too many of
+  // one thread's registers (below them the column kernel won: H200, batch 10000 of 32x32 complex64,
+  // 105 vs 155 us). Large complex batches take the tile kernel or the tensor-core kernel instead
+  // where they won (below).
   // Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide segments unless a
   // batch has more than 64 columns per matrix.
   constexpr bool kComplex = std::is_same_v<T, complex<float>> || std::is_same_v<T, complex<double>>;
@@ -69,16 +67,14 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
                                   p.batch >= int64_t(kWarpTaskMinBatchPerSM) * dev.multiprocessors);
   // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
-  // columns or more per matrix; complex128 of 33-64 rows with A batched and 48-128 columns per
-  // matrix, and of 49-64 rows with 48 or more columns, wherever the tensor-core kernel is not
-  // taken (below: before sm_80, with HSMA_TRSM_COLUMN_ROWS set, and for A batched with 48-128
-  // columns per matrix where its products do not go in pairs: mma_pairs). H200, batch 4096, kernel
-  // time (profile_cases_..._exact-split.csv): complex64 at 64x64 204 us against 332 for the 8-lane
-  // segment kernel, 128 unit columns 352 vs 566, A broadcast 199 vs 330; not at 48 rows, where the
-  // column kernel won (143 vs 195 us); complex128 at 48x48 306 against 356 for the 8-lane segments
-  // of 48 rows. Both kernels pad (the tile kernel to 64 rows, the segments to 48), so their times
-  // are taken to be flat over 33-48 rows, where only 48 was measured; widths of 48-63 columns were
-  // measured at 48 rows only. Kept off AMD, where it was not measured.
+  // columns or more per matrix (not at 48 rows, where the column kernel won); complex128 of 33-64
+  // rows with A batched and 48-128 columns per matrix, and of 49-64 rows with 48 or more columns,
+  // wherever the tensor-core kernel is not taken (below: before sm_80, with HSMA_TRSM_COLUMN_ROWS
+  // set, and for A batched with 48-128 columns per matrix where its products do not go in pairs:
+  // mma_pairs). H200, batch 4096 of 64x64 complex64: 204 us against 332 for the 8-lane segments.
+  // Both kernels pad (the tile kernel to 64 rows, the segments to 48), so their times are taken to
+  // be flat over 33-48 rows, where only 48 was measured; widths of 48-63 columns were measured at
+  // 48 rows only. Kept off AMD, where it was not measured.
   const bool tiles_wanted = p.kernel == SmallKernel::kTiles ||
                             (p.kernel == SmallKernel::kAuto && !HSMA_HIP && kComplex &&
                              (kComplex64 ? p.m > 48 && p.n >= 64
@@ -90,17 +86,10 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // 49-64 rows with many columns in all (batches; one wide B), and of 33-48 rows where the tile
     // kernel would be taken (large batches, A batched, 48-128 columns per matrix; the tensor-core
     // kernel pads them to 64 rows), where its row-block products go in pairs (mma_pairs; without
-    // them the tile kernel keeps those batches, as it did on the H200 before 8c7e52d: 64x64 321
-    // against 380 us, 48x48 306 vs 346, 128 unit columns 572 vs 592, profile_cases_..._exact-split.csv);
-    // for float64 ones of 49-64 rows with one A for every task and
-    // 64 columns or more per matrix (shares_a). H200, batch 4096, kernel time of each kernel
-    // forced (scripts/small_kernel_probe.cu, probe_mma_nvidia-h200_2026-12-02.txt): complex128
-    // 64x64 284 us against 303 for the tile kernel, 128 unit columns 449 vs 540, 48 columns 275
-    // vs 299, 56x56 280 vs 297, 48x48 268-270 vs 287, A broadcast 193-194 vs 300; float64 A
-    // broadcast 105-107 us (the column kernel took 130 in an earlier profile); a single 64x4096
-    // float64 solve 7.8 vs 10.7 us (earlier; narrower B were not measured). Not for float64 with A
-    // batched (64x64 149-150 us folding, 171 substituting, against 122-123 for the column kernel;
-    // 128 unit columns 240 vs 213) or complex128 at 32 rows (196 vs 130 us, earlier).
+    // them the tile kernel keeps those batches, where it was faster); for float64 ones of 49-64
+    // rows with one A for every task and 64 columns or more per matrix (shares_a). H200, batch 4096
+    // of 64x64 complex128: 284 us against 303 for the tile kernel. Not for float64 with A batched
+    // (the column kernel won) or complex128 at 32 rows.
     const bool tiles_first = tiles_wanted && p.n <= 128 && !shares_a(p) && !mma_pairs(dev);  // (complex128)
     const bool mma_wanted = p.kernel == SmallKernel::kMma ||
                             (p.kernel == SmallKernel::kAuto && !few_columns && p.segment_lanes == 0 &&
@@ -129,9 +118,9 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       // 17-32 rows of a complex type, 16 at a time (the split kernel), when asked for
       // (HSMA_TRSM_COLUMN_ROWS=16) or for complex64 batches of at least 4 matrices per
       // multiprocessor: 93 registers instead of 123 let 5 blocks of 128 threads run per
-      // multiprocessor instead of 4 (H200, batch 10000 of 32x32: complex64 73.9 vs 77.9 us;
-      // complex128, 142 vs 244 registers, 131.9 vs 130.6 us, keeps whole columns;
-      // profile_cases_..._column-rows16.csv). Kept off AMD, where it was not measured.
+      // multiprocessor instead of 4 (H200, batch 10000 of 32x32 complex64: 73.9 vs 77.9 us).
+      // complex128 keeps whole columns (its split did not win). Kept off AMD, where it was not
+      // measured.
       if constexpr (kComplex) {
         const bool split16 = p.column_rows == 16 ||
                              (!HSMA_HIP && kComplex64 && p.column_rows == 0 &&
@@ -143,9 +132,8 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
     // split kernel, which holds 32 rows at a time, is asked for (HSMA_TRSM_COLUMN_ROWS=32:
     // p.column_rows) or measured better on the H200 (kept off AMD, where it was not measured):
-    // float64 at 49-64 rows (batch 4096 of 64x64, 132.7 vs 140.2 us) and float32 there since its
-    // split kernel needs 114 registers, not 142 (batch 4096 of 64x64 69.6 vs 77.9 us, 128 unit
-    // columns 119.2 vs 129.5; profile_cases_..._split-float32.csv). Complex128, whose column does
+    // float64 and float32 at 49-64 rows (float32's split kernel needs 114 registers, not 142; batch
+    // 4096 of 64x64: float64 132.7 vs 140.2 us, float32 69.6 vs 77.9). Complex128, whose column does
     // not fit, takes the split kernel only when the column kernel is forced; else the segment kernel.
     const bool split = (p.column_rows != 0 && p.column_rows <= 32) ||
                        (!HSMA_HIP && p.column_rows == 0 && p.m > 48 &&

@@ -1,22 +1,21 @@
 // Column kernel (a column of X per thread, in registers), for batches and wide B when
-//    M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to
-//    m = 64; see the split variant below). The order is rounded up to a compile-time M in
-//    {8, 16, 32, 48, 64} (L padded with identity), so the substitution is fully unrolled over
-//    registers. The whole block stages the triangles of its tasks (several (matrix, column tile)
-//    tasks share a block when the tiles are narrow) into shared memory in L's own layout, so that
-//    consecutive threads read consecutive addresses and write consecutive words (no bank
-//    conflicts); the substitution form follows the layout: row-major L uses the dot-product form,
-//    reading row i as vectors, column-major L the axpy form, reading column k as vectors (every
-//    lane reads the same address: a broadcast).
-//    The right-hand sides are loaded into registers first; the triangles follow by cp.async
-//    (sm_80+), 16 bytes per copy when L's rows are contiguous and aligned, so every load of a
-//    task is in flight at once without holding registers. With many blocks, a block has just
-//    its solving threads (registers, not threads, bound how many run per multiprocessor).
-//    Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
-//    complex128 on request, 16 of 32 for complex64 batches; 16-byte types' triangle packed, and
-//    row-major float64's, 64-row complex64's and, where A is batched, float32's): the
-//    top half is solved and stored to X, then the bottom half is loaded, updated by the top half
-//    read back from X (float32: from a copy kept in shared memory), and solved.
+// M * sizeof(T) <= 512 bytes (every dtype at m <= 32; float32, float64 and complex64 up to m = 64;
+// see the split variant below). The order is rounded up to a compile-time M in {8, 16, 32, 48, 64}
+// (L padded with identity), so the substitution is fully unrolled over registers. The whole block
+// stages the triangles of its tasks (several (matrix, column tile) tasks share a block when the
+// tiles are narrow) into shared memory in L's own layout, so that consecutive threads read
+// consecutive addresses and write consecutive words (no bank conflicts); the substitution form
+// follows the layout: row-major L uses the dot-product form, reading row i as vectors, column-major
+// L the axpy form, reading column k as vectors (every lane reads the same address: a broadcast).
+// The right-hand sides are loaded into registers first; the triangles follow by cp.async (sm_80+),
+// 16 bytes per copy when L's rows are contiguous and aligned, so every load of a task is in flight
+// at once without holding registers. With many blocks, a block has just its solving threads
+// (registers, not threads, bound how many run per multiprocessor).
+// Split variant (H = M / 2 rows per thread at a time: 32 of 64 for float32 and float64 batches, and
+// complex128 on request, 16 of 32 for complex64 batches; 16-byte types' triangle packed, and
+// row-major float64's, 64-row complex64's and, where A is batched, float32's): the top half is
+// solved and stored to X, then the bottom half is loaded, updated by the top half read back from X
+// (float32: from a copy kept in shared memory), and solved.
 #pragma once
 #include "common.cuh"
 
@@ -25,7 +24,6 @@ namespace {
 
 constexpr int kColumnThreads = 128;
 constexpr int kMinTileColumns = 8;    // narrowest column tile when spreading a few columns over SMs
-
 
 // Where the column kernel keeps L(i, k), i >= k, of a group's triangle in shared memory: the
 // M x M square in L's own layout (kRowMajor: at(i, k) = i * M + k, else k * M + i), or (kPacked)
@@ -94,8 +92,9 @@ __device__ __forceinline__ void substitute(T (&x)[H], const T* Ls, const T* Rs, 
 
 // The split kernel's update of rows kBase.. by the rows above them, already solved and stored:
 // x_r -= sum_{k < kBase} L(kBase + r, k) X(k), solved(k) reading X(k) back (from L2, or float32's
-// copy in shared memory) in chunks, the next chunk's loads in flight while the current one is applied. Each x_r sums over k in order
-// whichever way L is read (rows as vectors when kRowMajor, else columns).
+// copy in shared memory) in chunks, the next chunk's loads in flight while the current one is
+// applied. Each x_r sums over k in order whichever way L is read (rows as vectors when kRowMajor,
+// else columns).
 template <typename T, int H, typename Layout, int kBase, bool kRowMajor, typename Solved>
 __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, Solved solved) {
   constexpr int kChunk = sizeof(T) >= 16 ? 4 : 8;
@@ -133,7 +132,7 @@ template <typename T, int M, bool kRowMajor, typename Layout, typename GroupSmem
 __device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T>& p, GroupSmem group_smem,
                                                        GroupL group_l) {
   return [&p, group_smem, group_l](unsigned e, T*& dst, T& fill) -> const T* {
-    const unsigned gg = e / (M * M), r = e % (M * M), um = static_cast<unsigned>(p.m);  // (shifts and masks for M = 2^j)
+    const unsigned gg = e / (M * M), r = e % (M * M), um = static_cast<unsigned>(p.m);  // (M = 2^j: shifts, masks)
     const unsigned i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
     dst = i >= k ? group_smem(gg) + Layout::at(i, k) : nullptr;
     fill = T(i == k ? 1 : 0);
@@ -192,23 +191,18 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // is solved and stored, then the bottom half is loaded, updated by the top half read back from X
 // (float32: from a copy in shared memory, see column_stash), and solved.
 // Registers are left to ptxas except for float64's split kernel and complex128's whole columns of
-// 32 rows (column_max_registers): capped for more resident blocks (__launch_bounds__ minimum blocks
-// of 3, 5 or 6) the other column kernels lost or tied in every batch measured on the H200 (batch
-// 10000 of 32x32 complex128 150.6 us at 168 registers vs 128.5; batch 4096 of 64x64 float32 68.0 /
-// 71.1 / 98.8 vs 67.6: profile_cases_..._column-caps.csv; the float32 split kernel at 96 registers
-// 74.8 vs 69.5: profile_cases_..._split-layouts.csv; packed and at 112, 96 or 88 registers 67.5,
-// 76.4, 75.1 vs 67.7: profile_cases_..._column-regs.csv).
+// 32 rows (column_max_registers): capped for more resident blocks, the other column kernels lost
+// or tied in every batch measured.
 // float64's split kernel keeps a packed triangle (17 KB instead of 33) and is capped at 128
 // registers (4 blocks of 128 threads, 8 of 64; 8 bytes spilled), so that 8 matrices are solved at
-// once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6:
-// batch 4096 of 64x64 121.5 vs 136.2 us, 128 unit columns 212.1 vs 222.1 (same file).
-// (Row-major L only: the column-major form spilled 128 bytes at that cap and was not measured.)
+// once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6
+// (H200, batch 4096 of 64x64: 121.5 vs 136.2 us). Row-major L only: the column-major form spilled
+// 128 bytes at that cap.
 // complex64's split kernel at 64 rows (only where forced, HSMA_TRSM_COLUMN_ROWS=32) is packed and
-// capped the same way (128 registers, 16 bytes spilled): batch 4096 of 64x64 370.2 us, against
-// 502.5 unpacked and 499.8 uncapped (131 registers), and against 314.4 for the 8-lane segment
-// kernel, which the launcher keeps (profile_cases_..._c64-split.csv). Not its 16-row split of
-// 17-32 rows (the launcher's choice for complex64 batches), which the cap would take from 84
-// registers (5 blocks of 128 threads per multiprocessor) to 110 (4).
+// capped the same way (128 registers, 16 bytes spilled); the 8-lane segment kernel, which the
+// launcher keeps there, was faster still. Not its 16-row split of 17-32 rows (the launcher's choice
+// for complex64 batches), which the cap would take from 84 registers (5 blocks of 128 threads per
+// multiprocessor) to 110 (4).
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_packed_capped() {  // row-major 8-byte split kernels packed and capped
   return H < M && kRowMajor && (std::is_same_v<T, double> || (std::is_same_v<T, complex<float>> && M == 64));
@@ -224,10 +218,8 @@ __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s 
   return !HSMA_HIP && column_packed_capped<T, M, H, kRowMajor>() ? 4 : 0;
 }
 // float32's split kernel packs its triangle too (ColumnLayout, rows padded to 16 bytes: 8.5 KB
-// instead of 16) where A is batched (H200, batch 4096 of 64x64: 66.5 vs 67.7 us; 128 unit columns
-// 115.2 vs 115.3; the same 125 registers and 8 blocks per multiprocessor), but not where one A
-// serves the call (A broadcast: 68.4 vs 63.0 us), so the launcher picks the layout at run time
-// (profile_cases_..._column-regs.csv).
+// instead of 16) where A is batched, but not where one A serves the call, where packing lost (H200,
+// batch 4096 of 64x64, A broadcast: 68.4 vs 63.0 us), so the layout is chosen at run time.
 template <typename T, int M, int H>
 __host__ __device__ constexpr bool column_packs_batched_a() {  // (row-major L)
   return !HSMA_HIP && H < M && std::is_same_v<T, float>;
@@ -235,21 +227,16 @@ __host__ __device__ constexpr bool column_packs_batched_a() {  // (row-major L)
 // A register cap per thread finer than __launch_bounds__ gives for blocks of up to kColumnThreads
 // threads (0: none): complex128's whole columns of 32 rows (row-major L), whose blocks in large
 // batches are one warp, use 218 registers instead of 244 with a cap of 224 (no spills), so that 9
-// blocks run per multiprocessor instead of 8 (H200, batch 10000 of 32x32, event-timed launches of a
-// torch-free probe, scripts/small_kernel_probe.cu: mean 129.5-130.4 vs 133.3-135.1 us,
-// probe_columns_...txt). The first form measured also had __launch_bounds__, which nvcc accepts
-// beside __maxnreg__ only in templates, and took 208 registers: 127.2 vs 128.5 us kernel time in
-// profile_cases_..._column-regs.csv, 132.1-134.7 us in the probe; caps of 200 and 184 spilled 60
-// and 76 bytes: 131.7 and 132.8 us.
+// blocks run per multiprocessor instead of 8. Lower caps (200, 184) spilled and lost.
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_max_registers() {
   return !HSMA_HIP && std::is_same_v<T, complex<double>> && M == 32 && H == M && kRowMajor ? 224 : 0;
 }
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
-// bank conflicts), from where the bottom half's update reads it instead of reloading X from L2
-// (H200: 128 unit columns 115.7 vs 119.7 us, A broadcast 64.8 vs 66.7, 64x64 67.5 vs 67.8; float64,
-// whose 8 blocks per multiprocessor it would cut to 6, 140.7 vs 122.2: profile_cases_..._stash.csv).
+// bank conflicts), from where the bottom half's update reads it instead of reloading X from L2.
+// Not float64, whose 8 blocks per multiprocessor it would cut to 6 (H200, batch 4096 of 64x64, 128
+// unit columns: float32 115.7 vs 119.7 us with the copy, float64 140.7 vs 122.2).
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_stash() {
   return H < M && kRowMajor && std::is_same_v<T, float>;
@@ -352,8 +339,8 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 }
 
 // The column kernel's entry points: ptxas's register choice (within __launch_bounds__), or capped
-// at column_max_registers (__maxnreg__; on the uncapped kernels even a cap of 255 would change
-// ptxas's choices: the float32 split kernel took 129 registers instead of 125).
+// at column_max_registers (__maxnreg__; not on the others, where even a cap of 255 changes
+// ptxas's choices).
 template <typename T, int M, int H, bool kRowMajor, bool kPacked>
 __global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
 small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
@@ -387,12 +374,9 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
       sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
-  // Many tasks whose columns fill two warps or more (or one warp, with whole columns): one task per
-  // block, so that blocks start and finish one matrix at a time (H200, batch 4096, two 64-column
-  // tasks per block -> one: 64x64 float32 68.0 vs 69.5 us, A broadcast 62.6 vs 64.6; 48x48 float32
-  // 42.6 vs 44.5, float64 69.1 vs 71.7: profile_cases_..._split-layouts.csv; batch 10000 of 32x32,
-  // four 32-column tasks per block -> one: float32 32.0 vs 32.5, float64 57.8 vs 59.0, complex128
-  // 128.9 vs 130.4; complex64's split kernel lost, 77.8 vs 73.5: profile_cases_..._stash.csv).
+  // Many tasks whose columns fill two warps or more (or one warp, with whole columns; complex64's
+  // 16-row split kernel lost there): one task per block, so that blocks start and finish one matrix
+  // at a time (H200, batch 4096 of 64x64 float32: 68.0 vs 69.5 us against two tasks per block).
   if ((tc >= 2 * int64_t(dev.warp_size) || (tc >= dev.warp_size && H == M)) &&
       ntasks >= 4 * int64_t(dev.multiprocessors))
     groups = 1;

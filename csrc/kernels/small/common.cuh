@@ -136,18 +136,17 @@ static_assert(SegmentLayout<64, 2>::block_at(7, 1, 0) == SegmentLayout<64, 2>::a
                   SegmentLayout<32, 2>::block_at(5, 0, 1) == SegmentLayout<32, 2>::at(10, 11),
               "SegmentLayout: block_at is at within a diagonal block");
 
-// An empty kernel of this file, compiled like the others: the code the GPU loads for it says
-// whether theirs waits (kernels_wait).
+// An empty kernel, compiled with the small-path kernels of its translation unit: the code the GPU
+// loads for it says whether theirs waits (kernels_wait).
 __global__ void dependent_launch_probe_kernel() {}
 
-// Whether the code this GPU runs for this file's kernels waits for the kernel before it
+// Whether the code this GPU runs for the small-path kernels waits for the kernel before it
 // (grid_dependency_sync). Only code compiled for a virtual architecture of 9.0 or newer has
 // griddepcontrol.wait, whatever SASS it ends up as, and cudaFuncAttributes::ptxVersion tells
-// which it is (H200: 90 for compute_90 code, 80 for compute_80 code whether built as sm_90 SASS or
-// JIT-compiled from PTX; probe_ptx_version_nvidia-h200_2026-12-01.txt). A build without such code
-// for this GPU (e.g. TORCH_CUDA_ARCH_LIST=8.0+PTX on a Hopper GPU) therefore launches plainly: a
-// dependent launch of a kernel that does not wait could read its inputs before they are written.
-// Asked once per device.
+// which it is (90 for compute_90 code; 80 for compute_80 code, whether built as sm_90 SASS or
+// JIT-compiled from PTX). A build without such code for this GPU (e.g.
+// TORCH_CUDA_ARCH_LIST=8.0+PTX on a Hopper GPU) therefore launches plainly: a dependent launch of a
+// kernel that does not wait could read its inputs before they are written. Asked once per device.
 inline bool kernels_wait(const DeviceInfo& dev) {
 #if HSMA_HIP
   (void)dev;
@@ -168,7 +167,7 @@ inline bool kernels_wait(const DeviceInfo& dev) {
 }
 
 // Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ where the
-// kernels' code waits (kernels_wait), unless HSMA_TRSM_PDL=0. Every kernel of this file calls
+// kernels' code waits (kernels_wait), unless HSMA_TRSM_PDL=0. Every small-path kernel calls
 // grid_dependency_sync() before its first global access, and releases the next kernel's launch
 // there when p.dependent_launch = 1 (else the next kernel launches when this one completes).
 template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
@@ -176,21 +175,11 @@ template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo&
 }
 
 // p with the release point of its launch resolved: the forced one (HSMA_TRSM_PDL), else when the
-// kernel starts (`early`) or when it completes. On the H200 (small and batched suites of the
-// benchmark, GPU-only times from CUDA-graph replay; benchmarks/results/*_pdl-start*.csv,
-// *_pdl-modes-*.csv, and for the shipped choice *_pdl{0,1}-forced.csv beside the untagged run of
-// fb54cbf), releasing at the start saved 0.4-0.5 us per single solve (64x64: float32 3.72-3.76
-// vs 4.19-4.21 us plain, complex128 6.12-6.46 vs 6.66-6.97) and 0.3-0.9 us on most batches, where
-// releasing at completion saved about half as much; but releasing at the start lost where the
-// grid is sized to the GPU (the folding tensor-core kernel: A broadcast over batch 4096 of 64x64
-// complex128 241.7-243.2 us against 238.9-241.1 plain and 238.1-239.5 released at completion) and
-// for the column kernel at 8 rows of 8-byte types (batch 10000 of 8x8 complex64 5.89-5.95 us
-// against 4.85-4.87 and 4.46-4.51; float64 4.42-4.60 against 4.50-4.53 and 4.15-4.21), which
-// release at completion. The price, measured in the same runs: single solves that take those
-// launches too (8 rows, one column, float64 / complex64: 1.99 / 2.32 us against 1.67 / 1.95
-// released at the start and 2.12 / 2.46 plain; a float64 64x4096 solve, folded: 7.52 against 7.25
-// and 7.78), and the folding kernel's single 64x4096 complex128 solve varies between runs either
-// way (15.66-16.29 released at the start, 15.28 and 15.97 at completion, 15.62-16.12 plain).
+// kernel starts (`early`) or when it completes. Releasing at the start overlaps the most (H200:
+// 0.4-0.5 us less GPU time per single 64x64 solve, about half that released at completion); it
+// lost where the grid is sized to the GPU (the folding tensor-core kernel) and for the column
+// kernel at 8 rows of 8-byte types on batches, whose launchers release at completion (single
+// solves of those kernels included).
 template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool early) {
   SolveProblem<T> q = p;
   if (q.dependent_launch < 0) q.dependent_launch = early ? 1 : 2;
@@ -199,7 +188,7 @@ template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool ea
 
 // kernel<<<grid, block, smem, stream>>>(p, args...) through launch_kernel: a dependent launch where
 // dependent() says so, p with its release point resolved (`early`: the launcher's choice, see
-// released). Every launch of this file's kernels goes through here.
+// released). Every launch of a small-path kernel goes through here.
 template <typename T, typename... Params, typename... Args>
 hsmaError_t launch_small(void (*kernel)(SolveProblem<T>, Params...), dim3 grid, dim3 block, size_t smem,
                          hsmaStream_t stream, const SolveProblem<T>& p, const DeviceInfo& dev, bool early,
@@ -225,14 +214,9 @@ template <typename T> bool shares_a(const SolveProblem<T>& p) {
 // column of L (where M is a multiple of 32; at M = 48 a warp spans two), and the addresses only
 // step: a row step moves one slot down the packed column, a column step by the rest of the
 // column, one element less each time. Slots outside m x m are zero-filled; the diagonal is
-// skipped for a unit triangle (finish_pivots writes the ones).
-// Nsight Compute on the H200 (tile kernel, batch 4096 of 64x64 complex64): walking the whole
-// square with each slot's position computed, as the general path does, took 34 instructions per
-// 8-byte copy and 12% of the kernel's instructions; here about 8 (SASS, unrolled by four). H200
-// kernel time with this staging and the tile kernel's stepped B and X pointers, batch 4096 of
-// 64x64: complex64 180.0 against 204.1 us, complex128 333.8 against 320.8 (not resolved; see
-// docs/kernels.md); with each thread's loop unrolled on its own (the lanes' rows drifting
-// apart), complex64 took 201.5 (profile_cases_..._2026-12-02_lockstep.csv, _lean-staging.csv).
+// skipped for a unit triangle (finish_pivots writes the ones). The lanes step in lockstep rather
+// than each unrolling its own range, so that a warp's copies stay one row (or column) of L. About
+// 8 SASS instructions per copy, against 34 when each slot's position is computed from scratch.
 template <typename T, int M, int kThreads>
 __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T>& p, bool k_fast, int t) {
   static_assert(kThreads >= M && kThreads % 32 == 0, "stage_packed_columns: a thread per fast index, whole warps");
@@ -286,22 +270,21 @@ __device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const So
 // A callback that does nothing (load_packed_triangle's default `issued`). A functor, not a lambda
 // converted to a function pointer: that conversion is a constexpr host function, which device code
 // may call only under nvcc's --expt-relaxed-constexpr (torch's extension build passes it; a bare
-// nvcc does not, and there, at sm_90, the code after such a call was dropped as unreachable: the
-// segment, warp-task and substituting tensor-core kernels lost their whole body, the folding
-// tensor-core kernels their staging and fold; scripts/compile_check.sh now compares the two builds).
+// nvcc does not, and dropped the code after such a call as unreachable; scripts/compile_check.sh
+// compares the two builds).
 struct NoCallback {
   __device__ void operator()() const {}
 };
 
 // Loads L's lower triangle (conj applied, the unused triangle never read) into Ls, column by column
 // as Layout places it (by default packed: column k holds rows k..M-1 at packed_start(k)) and
-// padded to the identity up to M, and
-// the pivots' reciprocals into Rs (1 for a unit or padded diagonal); sets *exact when a pivot
-// needs a true division. Thread t of kThreads walks the square M x M in steps of kThreads, along
-// the dimension of L with the smaller stride (coalesced loads), or, with cp.async into the packed
-// columns by at least M threads and no unrolling (the tile kernel, 8-lane segments, 32-row warp
-// tasks), only the triangle (stage_packed_columns); barrier() synchronises the kThreads threads, and the caller
-// synchronises them again before reading Ls and Rs. issued() runs once the copies are issued,
+// padded to the identity up to M, and the pivots' reciprocals into Rs (1 for a unit or padded
+// diagonal); sets *exact when a pivot needs a true division. Thread t of kThreads walks the square
+// M x M in steps of kThreads, along the dimension of L with the smaller stride (coalesced loads),
+// or, with cp.async into the packed columns by at least M threads and no unrolling (the tile
+// kernel, 8-lane segments, 32-row warp tasks), only the triangle (stage_packed_columns);
+// barrier() synchronises the kThreads threads, and the caller synchronises them again before
+// reading Ls and Rs. issued() runs once the copies are issued,
 // before waiting for them (the tile kernel loads its right-hand sides there).
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
           typename Barrier, typename Issued = NoCallback>

@@ -1,16 +1,8 @@
-#pragma once
-#include "common.cuh"
-
-namespace hsma {
-namespace {
-
-
 // Tensor-core kernel (float64 and complex128 solves of many columns, sm_80+): a blocked
 // right-looking substitution over 8-row blocks whose updates run on the FP64 tensor cores
 // (mma.sync m8n8k4; on sm_90 two row blocks per m16n8k4 product, dmma_rows), so that an element
-// of L read from shared memory serves 8 columns at once.
-// The 8-lane segment kernel reads one element per column and multiply-add: at batch 4096 of 64x64
-// its L1 data pipe was 85% (complex64) and 89% (complex128) busy (H200, Nsight Compute).
+// of L read from shared memory serves 8 columns at once (the 8-lane segment kernel reads one
+// element per column and multiply-add, and is bound by the L1 data pipe).
 //   - A block of kWarps warps takes one (batch entry, column tile) task at a time (grid-stride
 //     loop); each warp owns 8 columns of the tile and all M rows, held in the m8n8k4 accumulator
 //     layout: lane l holds row 8 rb + l / 4, columns 2 (l % 4) + {0, 1} of row block rb.
@@ -24,8 +16,8 @@ namespace {
 //     L(i, kb) X(kb) in increasing kb, then L(i, k) x_k within its own block in increasing k.
 //   - kFold (one A for every task: a single solve, A broadcast over the batch; or several column
 //     tiles per matrix; the launcher then sizes the grid to the blocks that fit at once): the
-//     block inverts A's diagonal blocks and
-//     replaces each block below by W(rb, kb) = L(rb, kb) L(kb, kb)^-1 once (mma_fold_inverses),
+//     block inverts A's diagonal blocks and replaces each block below by
+//     W(rb, kb) = L(rb, kb) L(kb, kb)^-1 once (mma_fold_inverses),
 //     and reuses them for all its later tasks, whose solve is then products only:
 //     X(kb) = L(kb, kb)^-1 r(kb), acc(rb) -= W(rb, kb) r(kb) (mma_solve_blocks). Multiplying by
 //     inverses is the blocked TRSM of the large path (the paper's, LAPACK-style inverted diagonal
@@ -33,12 +25,15 @@ namespace {
 //     whose pivots need a true division, whose B holds inf or nan, or whose inverses or W would
 //     not be finite substitute instead (with L staged again), so that IEEE special values spread
 //     as in the other kernels. On the H200 (batch 4096 of 64x64, A broadcast) it took complex128
-//     from 412 to 240 us and float64 from 130 (column kernel) to 103 us. With A batched the
-//     launcher folds where a matrix has several column tiles, each block taking a contiguous
-//     range of tasks so that one fold serves all tiles of a matrix (complex128 batch 4096 of
-//     64x64, two tiles: 380 vs 421 us; linear attention, 128 unit columns: 595 vs 764 us); with
-//     one fold per task it lost (complex128 451 vs 421 us, float64 153 vs 133:
-//     profile_cases_..._mma-inverse.csv), so one tile per matrix keeps the substitution.
+//     from 412 to 240 us. With A batched the launcher folds where a matrix has several column
+//     tiles, each block taking a contiguous range of tasks so that one fold serves all tiles of a
+//     matrix; with one fold per task it lost, so one tile per matrix keeps the substitution.
+#pragma once
+#include "common.cuh"
+
+namespace hsma {
+namespace {
+
 template <int M>
 struct MmaLayout {
   static_assert(M % 8 == 0, "MmaLayout: whole 8-row blocks");
@@ -78,9 +73,7 @@ __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b)
 // D0 += A0 B and, with kPair, D1 += A1 B (two row blocks, one B), each as dmma. A pair is one
 // m16n8k4 FP64 product where the GPU has it (sm_90+): its rows 0-7 are A0's and D0's, rows 8-15
 // A1's and D1's, each in m8n8k4's lane layout, so it is the same two products. On the H200 m16n8k4
-// runs at twice m8n8k4's rate: 66 against 33 TFLOP/s, the FP64 vector rate (8 independent
-// products per warp, 4 and 8 warps per block (the 16-warp launch of m16n8k4 failed; m8n8k4 33 at
-// 16 too), two blocks per multiprocessor; m16n8k8 and m16n8k16 66 as well, at 4-16 warps).
+// runs at twice m8n8k4's rate (66 against 33 TFLOP/s, the FP64 vector rate).
 template <bool kPair>
 __device__ __forceinline__ void dmma_rows(double& d00, double& d01, double& d10, double& d11, double a0, double a1,
                                           double b) {
@@ -124,9 +117,8 @@ __host__ __device__ constexpr int mma_block_at(int i, int k) { return k / 4 * 32
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
 // Eight warps: 2 (128 registers; complex128 at 64 rows spills some); four: 4, or 3 for complex128
-// at 64 rows (a cap of 170 registers, 164-168 used; H200, batch 4096 of 64x64, kernel alone:
-// 283-285 us against 345-348 capped for 2 blocks and 371-374 for 4, which spills;
-// probe_mma_..._prefetch.txt).
+// at 64 rows (a cap of 170 registers, 164-168 used; H200, batch 4096 of 64x64: 283-285 us against
+// 345-348 capped for 2 blocks; 4 blocks spill).
 template <typename T, int M, int kWarps> constexpr int mma_min_blocks() {
   return kWarps == 8 ? 2 : sizeof(T) >= 16 && M == 64 ? 3 : 4;
 }
@@ -185,10 +177,8 @@ __device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q
 //     X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, all on the tensor
 //     cores.
 // The blocks below are updated two at a time (dmma_rows; H200, batch 4096 of 64x64 complex128,
-// kernel time in scripts/small_kernel_probe.cu: folding 284-285 us against 381-382 one at a time,
-// 128 unit columns 448-452 against 598-601, A broadcast 193 against 241-244, substituting 413-415
-// against 421-422). Pairing X(kb) with acc(kb + 1) too took 289-291 us (A broadcast 187); pairing
-// the fold's W too (mma_fold_inverses), 168 registers with 208 bytes spilled and 359 us.
+// folding: 284-285 us against 381-382 one at a time). Pairing X(kb) with acc(kb + 1) too, or the
+// fold's W (mma_fold_inverses, which then spilled), was slower.
 template <typename T, int M, bool kInverses, bool kExact = false, bool kUnit = false>
 __device__ __forceinline__ void mma_solve_blocks(T (&acc)[M / 8][2], const T* Ls, const T* Ps, int lane,
                                                  const SolveProblem<T>& p, T* X, int64_t jl) {
@@ -305,7 +295,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
   // contiguous (kFold with A batched): block b takes a contiguous range of tasks, so that the
   // column tiles of one A follow each other in a block (task = batch entry * ntiles + tile); else
-  // grid-stride (with one A for all tasks it was faster: H200, A broadcast, 239 vs 251 us).
+  // grid-stride (with one A for all tasks it was faster).
   const bool chunked = kFold && contiguous;
   const int64_t chunk = chunked ? (ntasks + gridDim.x - 1) / gridDim.x : 1;
   const int64_t first = chunked ? blockIdx.x * chunk : blockIdx.x, step = chunked ? 1 : gridDim.x;
@@ -356,7 +346,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
         __syncthreads();
       }
       held = -1;
-      mma_solve_blocks<T, M, false, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: its pivots and reciprocals are 1)
+      mma_solve_blocks<T, M, false, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (unit: pivots and reciprocals 1)
     } else {
       if (exact)
         mma_solve_blocks<T, M, false, true, false>(acc, Ls, Rs, lane, p, X, jl);  // (never with a unit diagonal)
@@ -374,11 +364,10 @@ inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_ma
 // the code is for a virtual architecture of 9.0 or newer, which kernels_wait asks).
 inline bool mma_pairs(const DeviceInfo& dev) { return mma_supported(dev) && dev.cc_major >= 9 && kernels_wait(dev); }
 
-// Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (H200,
-// batches of 4096 64x64: 421 vs 444 us, 128 unit columns 764 vs 874, A broadcast 240 vs 284:
-// 161-168 registers and 3 blocks per multiprocessor against 128 with spills and 2) and for A
-// broadcast over a batch (float64 batch 4096 of 64x64: 103 vs 108 us), else eight (64 columns
-// per task; float64 64x4096: 7.8 vs 9.6 us), unless forced (p.mma_warps). Where one A serves every
+// Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (161-168
+// registers and 3 blocks per multiprocessor against 128 with spills and 2; H200, batch 4096 of
+// 64x64: 421 vs 444 us) and for A broadcast over a batch, else eight (64 columns per task), unless
+// forced (p.mma_warps). Where one A serves every
 // task (shares_a), or a matrix has several column tiles (unless p.mma_fold = 0), or where forced
 // (p.mma_fold = 1: also one tile per matrix, each task folding its own A), the folding kernel
 // runs on a grid of the blocks that fit at once, so that each block inverts and folds an A once

@@ -1,7 +1,7 @@
-// Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for
-//    complex batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments;
-//    beyond 48 rows complex128 takes the tensor-core kernel instead on sm_80+, and large batches
-//    take the tile kernel or the tensor-core kernel as launch_small_solve says):
+// Segment kernel, for a few columns of a triangle beyond 16 rows (a single solve) and for complex
+// batches beyond 48 rows (complex64) or 32 rows (complex128) (8-lane segments; beyond 48 rows
+// complex128 takes the tensor-core kernel instead on sm_80+, and large batches take the tile kernel
+// or the tensor-core kernel, as launch_small_solve says):
 //   - a thread block takes one (batch entry, column tile) task at a time (grid-stride loop, so
 //     any batch size and any n fit in a 1-D grid);
 //   - L's lower triangle is stored column by column in shared memory (SegmentLayout), padded to
@@ -15,6 +15,7 @@
 //     four steps per iteration): at each step the lane holding the next rows (blocked: two) solves
 //     them, shuffles broadcast them, and every lane updates its rows below. No __syncthreads and no
 //     shared-memory access on the dependent chain.
+// Also here: the warp-task variant (one matrix per warp, for large batches of a few columns each).
 #pragma once
 #include "common.cuh"
 
@@ -36,9 +37,10 @@ template <int M, int kSeg, bool kBlocked> __device__ __forceinline__ int segment
 // Segment substitution of kCols columns over kSeg lanes: lane l owns rows l + kSeg * s
 // (s < M / kSeg) of each column in b[c]. At step k the lane owning row k scales it by the pivot's
 // reciprocal, a shuffle among the segment's lanes broadcasts x_k, and every lane updates its rows
-// below k with L(:, k) from the packed triangle (each L(i, k) read once for the kCols columns). With one or two rows per lane (kSeg = 32: strided few-column solves) the
-// reciprocals sit in registers, so no memory access is on the dependent chain; with more rows per
-// lane (narrow segments, for batches) each step reads Rs[k], an address known in advance.
+// below k with L(:, k) from the packed triangle (each L(i, k) read once for the kCols columns).
+// With one or two rows per lane (kSeg = 32: strided few-column solves) the reciprocals sit in
+// registers, so no memory access is on the dependent chain; with more rows per lane (narrow
+// segments, for batches) each step reads Rs[k], an address known in advance.
 template <typename T, int M, int kSeg, bool kExact, int kCols>
 __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
                                                    bool unit) {
@@ -51,9 +53,7 @@ __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], cons
     for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSeg];
   }
   // (Row block s, then the lane src of the segment holding its row: k = kSeg s + src. Written as
-  // one loop over k (commit 5fcc99f), nvcc emitted different code and the 8-lane segments took
-  // 342 instead of 308 us at batch 4096 of 64x64 complex64, 570 instead of 525 with 128 unit
-  // columns, 375 instead of 342 at 48x48 complex128: probe_segments_..._2026-12-01.txt.)
+  // one loop over k, nvcc emitted different and slower code for the 8-lane segments.)
 #pragma unroll
   for (int s = 0; s < kRows; ++s) {
 #pragma unroll
@@ -107,16 +107,10 @@ __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], cons
 // at M = 32, where the compiler fuses the complex products' multiply-adds differently.
 // kSteps steps per iteration of a rolled loop (kSteps = kSeg: fully unrolled). Fully unrolled at
 // 64 rows, a single solve (one warp per scheduler, each instruction run once) waited mostly for
-// its instructions to be fetched (Nsight Compute's "no instruction" stall: 52% of the samples at
-// 64x64 complex64, 56% complex128); rolled, the code stays in the instruction cache, at the cost
-// of run-time addresses and of loads no longer hoisted across iterations (see kBlockedSteps64).
-// Tried and reverted (profile_cases_..._staging-chunks.csv): the lanes loading their pivots from L
-// with B and computing the reciprocals while the triangle is staged (no finish_pivots and its
-// barrier), and the triangle staged in four groups of columns, the substitution waiting for each
-// before its steps: 64x64 kernel time 4.41 / 4.73 / 5.44 / 7.43 us (float32 / float64 / complex64 /
-// complex128) with four groups and 4.29 / 4.48 / 5.01 / 6.77 with one, against 3.82 / 4.16 / 4.78 /
-// 6.20 here; a first version, whose copies each computed their row, column and slot from scratch,
-// took 6.5-10 us (cold instructions again).
+// its instructions to be fetched (Nsight Compute's "no instruction" stall); rolled, the code stays
+// in the instruction cache, at the cost of run-time addresses and of loads no longer hoisted
+// across iterations (see kBlockedSteps64). Loading the pivots from L with B (no finish_pivots),
+// and staging the triangle in groups of columns for the substitution to start on, were slower.
 template <typename T, int M, int kSeg, bool kExact, bool kUnit, int kSteps = kSeg>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
@@ -202,9 +196,9 @@ __device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg],
 
 // Blocks of the segment kernel that the register allocator must fit on one multiprocessor. For
 // 8-lane segments (batches: occupancy matters) 4 of 256 threads (64 registers) for 8-byte types
-// and 3 (80 registers, a few spilled) for complex128. Left to ptxas, batch 4096 of 64x64 complex64
-// got 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a time): 383.7 us
-// against 306.2 with 4 blocks; complex128 599.6 against 578.9 with 3 (4 spilled more and lost).
+// and 3 (80 registers, a few spilled) for complex128 (4 spilled more and lost). Left to ptxas,
+// complex64 took 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a
+// time; H200, batch 4096 of 64x64: 383.7 us against 306.2 with 4 blocks).
 // Two columns per segment: 2 blocks (128 registers; complex128 at 48 rows spills 68 bytes).
 template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int segment_min_blocks() {
   return kSeg != 8 ? 1 : kCols > 1 ? 2 : sizeof(T) >= 16 ? 3 : 4;
@@ -220,13 +214,10 @@ template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int
 // single solves, where the chain of dependent steps is the time) solve a lane's M / kSeg
 // contiguous rows per step (substitute_segment_blocked).
 // kCols columns per strided segment (columns j, j + kThreads / kSeg, ...): each L(i, k) read from
-// shared memory, Nsight Compute's bound for the 8-lane segments (the L1 data pipe 85-89% busy at
-// batch 4096 of 64x64), then serves kCols multiply-adds. Two columns at 2 blocks of 256 threads
-// per multiprocessor (128 columns in flight, as one column at 4 blocks; 96 at 3) won for complex128 at 48
-// rows (H200, batch 4096 of 48x48: 341.2 vs 357.3 us) and lost for complex64 at 64 rows (batch
-// 4096 of 64x64: 334.8 vs 305.5 us; 128 unit columns 590.9 vs 522.7; A broadcast 328.8 vs
-// 304.6; rolled to fit 80 registers, 3 blocks, 415-429 us: profile_cases_..._segment-columns.csv),
-// where the launcher keeps one (launch_narrow_segments).
+// shared memory (the L1 data pipe bounds the 8-lane segments) then serves kCols multiply-adds. Two
+// columns at 2 blocks of 256 threads per multiprocessor (128 columns in flight, as one column at 4
+// blocks; 96 at 3) won for complex128 at 48 rows (H200, batch 4096 of 48x48: 341.2 vs 357.3 us)
+// and lost for complex64 at 64 rows, where the launcher keeps one (launch_narrow_segments).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
           int kCols = 1>
@@ -363,8 +354,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
                       stream, p, dev, true, tile_cols, ntiles);
 }
 
-// Lanes per column of the segment kernel for complex batches (H200, scripts/profile_cases.py,
-// batches of 32x32 and 64x64: 8 lanes beat 2, 4 and 32 lanes and the column kernel).
+// Lanes per column of the segment kernel for complex batches (on the H200, at batches of 32x32 and
+// 64x64, 8 lanes beat 2, 4 and 32 lanes and the column kernel).
 constexpr int kNarrowSegment = 8;
 // Measured on the H200 only. On AMD (64-wide wavefronts; clang does not fully unroll the complex
 // 8-lane substitution, so its rows would leave registers) the launcher keeps the choices it had
@@ -380,22 +371,17 @@ constexpr bool kNarrowSegments = true;
 constexpr int kBlockedThreads = 128;
 
 // Rows per lane of warp-wide segments unless forced (HSMA_TRSM_SEGMENT_ROWS): 2 contiguous rows
-// (the blocked substitution, M / 2 lanes per column). On the H200 (scripts/profile_cases.py,
-// single solves, kernel time) it beat strided rows at every order and dtype measured, e.g. at
-// m = n = 64 float32 3.87 vs 5.14 us, float64 4.17 vs 5.90, complex64 4.91 vs 6.32, complex128
-// 6.87 vs 8.33; 4 rows per lane (16 lanes) lost to 2 (4.16 / 5.07 / 6.34 / 9.35). Not measured on
-// AMD, which keeps strided rows. Besides single solves this covers the other few-column cases the
+// (the blocked substitution, M / 2 lanes per column). It beat strided rows at every order and dtype
+// measured on single solves (H200, 64x64 float32: 3.87 vs 5.14 us); 4 rows per lane (16 lanes) lost
+// to 2. Not measured on AMD, which keeps strided rows. Besides single solves this covers the other few-column cases the
 // launcher gives warp-wide segments (batch * n <= kFewColumns; batches of one or two 8- or 16-byte
 // columns below the warp-task threshold), timed there only through the test suite's runs.
 constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
 
 // Steps per loop iteration of the blocked substitution (substitute_segment_blocked) at M = 64,
-// unless forced (HSMA_TRSM_SEGMENT_STEPS); at M = 32 (16 steps) it stays fully unrolled. On the
-// H200 (scripts/profile_cases.py, single solves, kernel time, fully unrolled / 4 / 2 / 1 steps):
-// 64x64 complex128 6.70 / 6.20 / 6.27 / 6.90 us, complex64 4.89 / 4.78 / 5.00 / 5.59, float64
-// 4.16 / 4.16 / 4.27 / 4.70, float32 3.84 / 3.82 / 4.06 / 4.69; 48x64 complex128 6.26 / 5.82,
-// complex64 4.88 / 4.67; 64x1 complex64 4.32 / 4.40 (the one loss at 64 rows); at 32 rows 4 steps
-// lost for every dtype (float32 2.53 / 2.74, complex64 3.23 / 3.35).
+// unless forced (HSMA_TRSM_SEGMENT_STEPS); at M = 32 (16 steps) it stays fully unrolled, where 4
+// steps lost for every dtype (H200, single 64x64 complex128 solve: 6.20 us at 4 steps, 6.70 fully
+// unrolled).
 constexpr int kBlockedSteps64 = 4;
 
 // 8-lane segments: two columns per segment for complex128 at 33-48 rows, one elsewhere (see

@@ -1,9 +1,3 @@
-#pragma once
-#include "common.cuh"
-
-namespace hsma {
-namespace {
-
 // Tile kernel (batches of many columns at 33-64 rows): a right-looking substitution whose rows and
 // columns are spread over a warp's lanes in register tiles, so that each L(i, k) read from shared
 // memory feeds several multiply-adds (the 8-lane segment kernel reads one per multiply-add and is
@@ -15,8 +9,9 @@ namespace {
 //   - Each 32-lane warp owns tile_warp_cols() columns of the tile and all 64 rows: lane
 //     (g, c) = (lane / 8, lane % 8) holds rows g + 4 s, s < 16 (its "slots"), of tile_lane_cols()
 //     columns (2; complex128 1) from tile_lane_cols() c on, in registers. The four lanes of a
-//     column group reading L(g + 4 s, k) read consecutive words (no bank conflicts; the eight column groups'
-//     reads of one word are a broadcast), and each read feeds tile_lane_cols() multiply-adds.
+//     column group reading L(g + 4 s, k) read consecutive words (no bank conflicts; the eight
+//     column groups' reads of one word are a broadcast), and each read feeds tile_lane_cols()
+//     multiply-adds.
 //   - Step k (rows in order): every lane scales its row of slot k / 4 by that row's pivot
 //     reciprocal (the lanes of row group k % 4 hold row k, final by now; the others' products are
 //     thrown away), a shuffle from lane (k % 4, c) broadcasts x_k to its column group, and every
@@ -25,24 +20,26 @@ namespace {
 //     the other kernels, and the value stored is the one broadcast.
 // The four steps of a slot are a loop of kSteps steps per iteration: one for 8-byte types, four
 // (the slot unrolled) for complex128, whose lanes hold one column, so a step is half the code
-// (complex64 with the slots unrolled took 344 us against 219 with one step per iteration, see
-// launch_tiles_as; that this is the instruction cache is a guess, not profiled).
+// (tile_steps; unrolled, complex64's slots lost, presumably to the instruction cache: not
+// profiled).
 // Registers: at most 128 per thread (4 blocks of 128 threads per multiprocessor). Tasks whose
-// pivots need a division leave the tiles (substitute_column_exact): with the division inlined
-// in the substitution, ptxas (CUDA 13.0, sm_90) spilled 68 bytes per thread for complex64 and
-// 156 for complex128 at four steps, and kept one register pair for all of a step's shared-memory
-// reads in the first four slots, each read waited on by its multiply-adds; without it, complex64
-// takes 125 registers without spills and keeps about 6 reads in flight (complex128 at four steps:
-// 128 registers, 32 bytes spilled). H200, batch 4096 of 64x64, kernel time: complex64 204 against
-// 219 us, complex128 321 against 340 (profile_cases_..._exact-split.csv, _tiles-final.csv). Since
-// the staging of stage_packed_columns and the stepped B and X pointers (33f5a4c): complex64 124
-// registers, no spills; complex128 at four steps 92 bytes spilled, in the per-task code. With B's
-// offsets computed again (4440f95): complex64 128 registers, no spills; complex128 16 bytes.
+// pivots need a division leave the tiles (substitute_column_exact): with the division inlined in
+// the substitution, ptxas (CUDA 13.0, sm_90) spilled for complex64 and complex128, and kept one
+// register pair for all of a step's shared-memory reads in the first four slots, each read waited
+// on by its multiply-adds; without it, complex64 fits 128 registers without spills and keeps
+// several reads in flight.
+#pragma once
+#include "common.cuh"
+
+namespace hsma {
+namespace {
+
 constexpr int kTileM = 64;        // the padded order
 constexpr int kTileRowLanes = 4;  // lanes along a column: lane (g, c) holds rows g + 4 s
 constexpr int kTileColLanes = 8;  // column groups of a warp
 constexpr int kTileMaxWarps = 8;
-template <typename T> __host__ __device__ constexpr int tile_lane_cols() { return sizeof(T) >= 16 ? 1 : 2; }  // columns per lane
+// Columns per lane, and per warp.
+template <typename T> __host__ __device__ constexpr int tile_lane_cols() { return sizeof(T) >= 16 ? 1 : 2; }
 template <typename T> __host__ __device__ constexpr int tile_warp_cols() { return kTileColLanes * tile_lane_cols<T>(); }
 // Blocks per multiprocessor that the register allocator must fit: 128 registers per thread.
 template <int kThreads> __host__ __device__ constexpr int tile_min_blocks() { return 65536 / (128 * kThreads); }
@@ -140,9 +137,7 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
     for (int cc = 0; cc < kCols; ++cc) col_ok[cc] = jl + cc < p.n;
     // The lane's rows g + 4 s of B, each slot's offset computed (about 16 instructions per load,
     // nvcc sm_90 SASS), and of X by a pointer stepped 4 rows at a time. B through a stepped pointer
-    // as well took fewer instructions but longer (H200, kernel time of the tile kernel alone,
-    // batch 4096 of 64x64, scripts/small_kernel_probe.cu: complex64 165.9 against 162.7 us,
-    // complex128 318.8 against 302.2; probe_tiles_nvidia-h200_2026-12-02.txt).
+    // as well took fewer instructions but longer.
     T x[kSlots][kCols];
     auto load_rhs = [&] {
       const T* B = p.B + off[1];
@@ -192,10 +187,8 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
 
 // Four warps for B of at most 4 tile_warp_cols columns, else eight. Steps per loop iteration of
 // the substitution: where the tile kernel is forced, p.segment_steps (HSMA_TRSM_SEGMENT_STEPS) if
-// it is 1, 2 or 4; else tile_steps: one for 8-byte types, four for complex128 (H200, kernel time, batch 4096 of 64x64
-// with 64 columns / 128 unit columns / A broadcast: complex64 219 / 362 / 215 us for one step, 229
-// / 372 / 220 for two, 344 / 487 / 237 for four; complex128 424 / 769 / 448, 376 / 690 / 434, 347 /
-// 639 / 350: profile_cases_..._tiles-steps.csv; the other types were not measured).
+// it is 1, 2 or 4; else tile_steps: one for 8-byte types, four for complex128 (H200, batch 4096 of
+// 64x64: complex64 219 us at one step, 344 at four; complex128 424 at one, 347 at four).
 template <typename T> constexpr int tile_steps() { return sizeof(T) >= 16 ? 4 : 1; }
 template <typename T, int kThreads>
 hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
