@@ -203,26 +203,25 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // launcher keeps there, was faster still. Not its 16-row split of 17-32 rows (the launcher's choice
 // for complex64 batches), which the cap would take from 84 registers (5 blocks of 128 threads per
 // multiprocessor) to 110 (4).
+// (The selection packs these triangles by the same rule: select.h, column_split_capped.)
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_packed_capped() {  // row-major 8-byte split kernels packed and capped
   return H < M && kRowMajor && (std::is_same_v<T, double> || (std::is_same_v<T, complex<float>> && M == 64));
 }
-template <typename T, int M, int H, bool kRowMajor>
-__host__ __device__ constexpr bool column_packed() {  // the triangle packed (ColumnLayout)
-  return (H < M && sizeof(T) >= 16) || column_packed_capped<T, M, H, kRowMajor>();
+template <typename T, int M, int H>
+constexpr bool column_caps_agree() {
+  return column_packed_capped<T, M, H, true>() == column_split_capped(small_dtype<T>(), M, H, true) &&
+         column_packed_capped<T, M, H, false>() == column_split_capped(small_dtype<T>(), M, H, false);
 }
+static_assert(column_caps_agree<float, 64, 32>() && column_caps_agree<double, 64, 32>() &&
+                  column_caps_agree<complex<float>, 64, 32>() && column_caps_agree<complex<float>, 32, 16>() &&
+                  column_caps_agree<complex<double>, 64, 32>() && column_caps_agree<complex<double>, 32, 16>(),
+              "column_packed_capped: the rule of select.h's column_split_capped");
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
   // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit, and which was
   // not measured.)
   return !HSMA_HIP && column_packed_capped<T, M, H, kRowMajor>() ? 4 : 0;
-}
-// float32's split kernel packs its triangle too (ColumnLayout, rows padded to 16 bytes: 8.5 KB
-// instead of 16) where A is batched, but not where one A serves the call, where packing lost (H200,
-// batch 4096 of 64x64, A broadcast: 68.4 vs 63.0 us), so the layout is chosen at run time.
-template <typename T, int M, int H>
-__host__ __device__ constexpr bool column_packs_batched_a() {  // (row-major L)
-  return !HSMA_HIP && H < M && std::is_same_v<T, float>;
 }
 // A register cap per thread finer than __launch_bounds__ gives for blocks of up to kColumnThreads
 // threads (0: none): complex128's whole columns of 32 rows (row-major L), whose blocks in large
@@ -411,17 +410,44 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
                         early, int(tc), int(groups), ntiles, vector_rows);
 }
 
-// The column kernel with the layout of L's triangle in shared memory fixed at compile time: rows
-// (kRowMajor) when L's rows are contiguous-ish, packed or not (column_packed, and for float32's split
-// kernel column_packs_batched_a where A is batched).
+// The column kernel of M rows, H at a time, in the layout of L's triangle in shared memory the plan
+// says: rows (kRowMajor) or columns, packed or not. Only the layouts the selection can choose for
+// T, M and H are compiled (select.h: column_packed, and for float32's split kernel
+// column_packs_batched_a).
 template <typename T, int M, int H = M>
-hsmaError_t launch_columns(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  const bool row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  if (!row_major) return launch_columns_as<T, M, H, false, column_packed<T, M, H, false>()>(p, dev, stream);
-  if constexpr (column_packs_batched_a<T, M, H>()) {
-    if (!shares_a(p)) return launch_columns_as<T, M, H, true, true>(p, dev, stream);
+hsmaError_t launch_columns(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+                           hsmaStream_t stream) {
+  constexpr SmallDtype kDtype = small_dtype<T>();
+  if (!plan.row_major) return launch_columns_as<T, M, H, false, column_packed(kDtype, M, H, false)>(p, dev, stream);
+  if constexpr (column_packs_batched_a(kDtype, M, H, HSMA_HIP)) {
+    if (plan.packed) return launch_columns_as<T, M, H, true, true>(p, dev, stream);
   }
-  return launch_columns_as<T, M, H, true, column_packed<T, M, H, true>()>(p, dev, stream);
+  return launch_columns_as<T, M, H, true, column_packed(kDtype, M, H, true)>(p, dev, stream);
+}
+
+// The column kernel the plan names: its order M and rows per thread H.
+template <typename T>
+hsmaError_t run_columns(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
+  constexpr SmallDtype kDtype = small_dtype<T>();
+  switch (plan.rows) {
+    case 8:
+      return launch_columns<T, 8>(p, plan, dev, stream);
+    case 16:
+      return launch_columns<T, 16>(p, plan, dev, stream);
+    case 32:
+      if constexpr (small_dtype_complex(kDtype)) {
+        if (plan.column_rows == 16) return launch_columns<T, 32, 16>(p, plan, dev, stream);
+      }
+      return launch_columns<T, 32>(p, plan, dev, stream);
+    case 48:
+      if constexpr (column_fits(kDtype, 48)) return launch_columns<T, 48>(p, plan, dev, stream);
+      break;
+    default:
+      if (plan.column_rows == 32) return launch_columns<T, 64, 32>(p, plan, dev, stream);
+      if constexpr (column_fits(kDtype, 64)) return launch_columns<T, 64>(p, plan, dev, stream);
+      break;
+  }
+  return hsmaError_t(1);  // (not a plan of select.h)
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../trsm_problem.h"
+#include "select.h"
 
 namespace hsma {
 namespace {
@@ -194,6 +195,17 @@ hsmaError_t launch_small(void (*kernel)(SolveProblem<T>, Params...), dim3 grid, 
                          hsmaStream_t stream, const SolveProblem<T>& p, const DeviceInfo& dev, bool early,
                          Args... args) {
   return launch_kernel(kernel, grid, block, smem, stream, dependent(p, dev), released(p, early), args...);
+}
+
+// The selection's name for T (select.h).
+template <typename T> constexpr SmallDtype small_dtype() {
+  if constexpr (std::is_same_v<T, float>) return SmallDtype::kFloat32;
+  else if constexpr (std::is_same_v<T, double>) return SmallDtype::kFloat64;
+  else if constexpr (std::is_same_v<T, complex<float>>) return SmallDtype::kComplex64;
+  else {
+    static_assert(std::is_same_v<T, complex<double>>, "small_dtype: a small-path type");
+    return SmallDtype::kComplex128;
+  }
 }
 
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.

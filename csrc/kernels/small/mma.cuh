@@ -358,30 +358,18 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   }
 }
 
-// The tensor-core kernel runs where the GPU has FP64 mma.sync (sm_80+; not built for AMD).
-inline bool mma_supported(const DeviceInfo& dev) { return !HSMA_HIP && dev.cc_major >= 8; }
-// Whether its code on this GPU pairs the row blocks' products (dmma_rows: m16n8k4, compiled where
-// the code is for a virtual architecture of 9.0 or newer, which kernels_wait asks).
-inline bool mma_pairs(const DeviceInfo& dev) { return mma_supported(dev) && dev.cc_major >= 9 && kernels_wait(dev); }
-
-// Four warps (32 columns per task) for B of at most 32 columns, for complex128 at 64 rows (161-168
-// registers and 3 blocks per multiprocessor against 128 with spills and 2; H200, batch 4096 of
-// 64x64: 421 vs 444 us) and for A broadcast over a batch, else eight (64 columns per task), unless
-// forced (p.mma_warps). Where one A serves every
-// task (shares_a), or a matrix has several column tiles (unless p.mma_fold = 0), or where forced
-// (p.mma_fold = 1: also one tile per matrix, each task folding its own A), the folding kernel
-// runs on a grid of the blocks that fit at once, so that each block inverts and folds an A once
-// for all its tasks of that A.
+// The tensor-core kernel of M rows with the plan's warps per block (8 columns each) and variant
+// (select.h: mma_plan). The folding kernel runs on a grid of the blocks that fit at once, so that
+// each block inverts and folds an A once for all its tasks of that A.
 template <typename T, int M>
-hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+hsmaError_t launch_mma(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 8, kNarrow = 4;
   const bool a_shared = shares_a(p);
-  const bool narrow = p.n <= kNarrow * 8 || (sizeof(T) >= 16 && M == 64) || (a_shared && p.batch > 1);
-  const int warps = p.mma_warps ? p.mma_warps : narrow ? kNarrow : kWide;
+  const int warps = plan.warps;
   const int64_t tile_cols = warps * 8;
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
-  const bool fold = a_shared || p.mma_fold == 1 || (ntiles > 1 && p.mma_fold != 0);
+  const bool fold = plan.fold;
   auto run = [&](auto kernel, int threads) {
     int64_t grid = ntasks;
     if (fold) {
@@ -398,6 +386,19 @@ hsmaError_t launch_mma(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStre
                             : run(small_solve_mma_kernel<T, M, kWide, true>, kWide * 32);
   return warps == kNarrow ? run(small_solve_mma_kernel<T, M, kNarrow, false>, kNarrow * 32)
                           : run(small_solve_mma_kernel<T, M, kWide, false>, kWide * 32);
+}
+
+// The tensor-core kernel the plan names: 32 or 64 rows (float64 and complex128; not built for AMD).
+template <typename T>
+hsmaError_t run_mma(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
+  constexpr SmallDtype kDtype = small_dtype<T>();
+  if constexpr (!HSMA_HIP && (kDtype == SmallDtype::kFloat64 || kDtype == SmallDtype::kComplex128)) {
+    if (plan.rows == 32) return launch_mma<T, 32>(p, plan, dev, stream);
+    return launch_mma<T, 64>(p, plan, dev, stream);
+  } else {
+    (void)p, (void)plan, (void)dev, (void)stream;
+    return hsmaError_t(1);  // (not a plan of select.h)
+  }
 }
 
 }  // namespace

@@ -22,12 +22,6 @@
 namespace hsma {
 namespace {
 
-constexpr int kSmallThreads = 256;
-
-// Lanes per column of the launcher's warp-wide segments (single solves and other few-column cases;
-// also on 64-wide wavefronts); blocked rows use M / 2 of them (kBlockedRows).
-constexpr int kSegment = 32;
-
 // Row of a column that lane `lane` of a kSeg-lane segment holds in its slot s: strided
 // (lane + kSeg s) or blocked (kRows lane + s, kRows = M / kSeg).
 template <int M, int kSeg, bool kBlocked> __device__ __forceinline__ int segment_row(int lane, int s) {
@@ -284,12 +278,8 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
 // vectors: Kalman filters, per-sample solves): each 32-lane warp takes a whole matrix (task = batch
 // entry) with its own packed triangle in shared memory and solves its few columns one after the
 // other, synchronising only within the warp, so the block's warps never wait for each other and
-// no lane idles while one column is solved.
-constexpr int kWarpTaskThreads = 128;
-template <typename T, int M> constexpr bool warp_tasks_fit() {
-  return (kWarpTaskThreads / kSegment) * (M * (M + 1) / 2 + M) * sizeof(T) <= 46 * 1024;
-}
-
+// no lane idles while one column is solved. Blocks of kWarpTaskThreads; select.h's warp_tasks_fit
+// says where the four triangles fit in shared memory.
 template <typename T, int M>
 __global__ void __launch_bounds__(kWarpTaskThreads)
 small_solve_warp_tasks_kernel(SolveProblem<T> p) {
@@ -354,56 +344,32 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
                       stream, p, dev, true, tile_cols, ntiles);
 }
 
-// Lanes per column of the segment kernel for complex batches (on the H200, at batches of 32x32 and
-// 64x64, 8 lanes beat 2, 4 and 32 lanes and the column kernel).
-constexpr int kNarrowSegment = 8;
-// Measured on the H200 only. On AMD (64-wide wavefronts; clang does not fully unroll the complex
-// 8-lane substitution, so its rows would leave registers) the launcher keeps the choices it had
-// before them: the column kernel where it fits, else warp-wide segments.
+// 8-lane segments are built on CUDA only (select.h: small_narrow_segments says why).
 #if HSMA_HIP
 constexpr bool kNarrowSegments = false;
 #else
 constexpr bool kNarrowSegments = true;
 #endif
 
-// Threads per block of the blocked segment kernel (few-column solves: a few columns per block, so
-// that the blocks spread over more multiprocessors and a scheduler issues for one warp).
-constexpr int kBlockedThreads = 128;
-
-// Rows per lane of warp-wide segments unless forced (HSMA_TRSM_SEGMENT_ROWS): 2 contiguous rows
-// (the blocked substitution, M / 2 lanes per column). It beat strided rows at every order and dtype
-// measured on single solves (H200, 64x64 float32: 3.87 vs 5.14 us); 4 rows per lane (16 lanes) lost
-// to 2. Not measured on AMD, which keeps strided rows. Besides single solves this covers the other few-column cases the
-// launcher gives warp-wide segments (batch * n <= kFewColumns; batches of one or two 8- or 16-byte
-// columns below the warp-task threshold), timed there only through the test suite's runs.
-constexpr int kBlockedRows = HSMA_HIP ? 1 : 2;
-
-// Steps per loop iteration of the blocked substitution (substitute_segment_blocked) at M = 64,
-// unless forced (HSMA_TRSM_SEGMENT_STEPS); at M = 32 (16 steps) it stays fully unrolled, where 4
-// steps lost for every dtype (H200, single 64x64 complex128 solve: 6.20 us at 4 steps, 6.70 fully
-// unrolled).
-constexpr int kBlockedSteps64 = 4;
-
-// 8-lane segments: two columns per segment for complex128 at 33-48 rows, one elsewhere (see
-// small_solve_segments_kernel).
+// 8-lane segments: two columns per segment for complex128 at 33-48 rows, one elsewhere (select.h:
+// segment_columns; small_solve_segments_kernel says why).
 template <typename T, int M>
 hsmaError_t launch_narrow_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
-  constexpr int kCols = std::is_same_v<T, complex<double>> && M == 48 ? 2 : 1;
+  constexpr int kCols = segment_columns(small_dtype<T>(), M);
   return launch_segments<T, M, kNarrowSegment, false, kSmallThreads, kNarrowSegment, kCols>(p, dev, stream);
 }
 
-// The segment kernel with `lanes` lanes per column; warp-wide segments (lanes = 32) run blocked
-// with `rows` = 2 contiguous rows per lane (M / 2 lanes per column), `steps` steps per loop
-// iteration of the substitution (0: kBlockedSteps64 at M = 64, unrolled at 32), else strided.
+// The segment kernel of M rows the plan names: 8-lane segments, blocked warp-wide segments (M / 2
+// lanes, plan.steps steps per loop iteration of the substitution), or strided warp-wide segments.
 template <typename T, int M>
-hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int lanes,
-                            int rows, int steps) {
+hsmaError_t launch_segments(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+                            hsmaStream_t stream) {
   if constexpr (kNarrowSegments) {
-    if (lanes == kNarrowSegment) return launch_narrow_segments<T, M>(p, dev, stream);
+    if (plan.lanes == kNarrowSegment && !plan.blocked) return launch_narrow_segments<T, M>(p, dev, stream);
   }
-  if (lanes == kSegment && rows == 2) {
+  if (plan.blocked) {
     constexpr int kSeg = M / 2;
-    switch (steps ? steps : M == 64 ? kBlockedSteps64 : kSeg) {
+    switch (plan.steps) {
       case 1: return launch_segments<T, M, kSeg, true, kBlockedThreads, 1>(p, dev, stream);
       case 2: return launch_segments<T, M, kSeg, true, kBlockedThreads, 2>(p, dev, stream);
       case 4: return launch_segments<T, M, kSeg, true, kBlockedThreads, 4>(p, dev, stream);
@@ -411,6 +377,28 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
     }
   }
   return launch_segments<T, M, kSegment>(p, dev, stream);
+}
+
+// The segment kernel the plan names: 32, 48 (8-lane segments of complex types) or 64 rows.
+template <typename T>
+hsmaError_t run_segments(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
+  if (plan.rows == 32) return launch_segments<T, 32>(p, plan, dev, stream);
+  if constexpr (kNarrowSegments && small_dtype_complex(small_dtype<T>())) {
+    if (plan.rows == 48) return launch_narrow_segments<T, 48>(p, dev, stream);
+  }
+  return launch_segments<T, 64>(p, plan, dev, stream);
+}
+
+// The warp-task kernel the plan names (32 or 64 rows), where its triangles fit.
+template <typename T>
+hsmaError_t run_warp_tasks(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+                           hsmaStream_t stream) {
+  if (plan.rows == 32) {
+    if constexpr (warp_tasks_fit(small_dtype<T>(), 32)) return launch_warp_tasks<T, 32>(p, dev, stream);
+  } else {
+    if constexpr (warp_tasks_fit(small_dtype<T>(), 64)) return launch_warp_tasks<T, 64>(p, dev, stream);
+  }
+  return hsmaError_t(1);  // (not a plan of select.h)
 }
 
 }  // namespace

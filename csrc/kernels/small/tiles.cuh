@@ -20,7 +20,7 @@
 //     the other kernels, and the value stored is the one broadcast.
 // The four steps of a slot are a loop of kSteps steps per iteration: one for 8-byte types, four
 // (the slot unrolled) for complex128, whose lanes hold one column, so a step is half the code
-// (tile_steps; unrolled, complex64's slots lost, presumably to the instruction cache: not
+// (select.h: tile_steps; unrolled, complex64's slots lost, presumably to the instruction cache: not
 // profiled).
 // Registers: at most 128 per thread (4 blocks of 128 threads per multiprocessor). Tasks whose
 // pivots need a division leave the tiles (substitute_column_exact): with the division inlined in
@@ -41,6 +41,11 @@ constexpr int kTileMaxWarps = 8;
 // Columns per lane, and per warp.
 template <typename T> __host__ __device__ constexpr int tile_lane_cols() { return sizeof(T) >= 16 ? 1 : 2; }
 template <typename T> __host__ __device__ constexpr int tile_warp_cols() { return kTileColLanes * tile_lane_cols<T>(); }
+static_assert(32 * kTileMaxWarps == kTileThreads && tile_warp_cols<float>() == tile_columns(SmallDtype::kFloat32) &&
+                  tile_warp_cols<double>() == tile_columns(SmallDtype::kFloat64) &&
+                  tile_warp_cols<complex<float>>() == tile_columns(SmallDtype::kComplex64) &&
+                  tile_warp_cols<complex<double>>() == tile_columns(SmallDtype::kComplex128),
+              "the tile kernel's shape as select.h sees it");
 // Blocks per multiprocessor that the register allocator must fit: 128 registers per thread.
 template <int kThreads> __host__ __device__ constexpr int tile_min_blocks() { return 65536 / (128 * kThreads); }
 
@@ -185,32 +190,28 @@ small_solve_tiles_kernel(SolveProblem<T> p, int64_t ntiles) {
   }
 }
 
-// Four warps for B of at most 4 tile_warp_cols columns, else eight. Steps per loop iteration of
-// the substitution: where the tile kernel is forced, p.segment_steps (HSMA_TRSM_SEGMENT_STEPS) if
-// it is 1, 2 or 4; else tile_steps: one for 8-byte types, four for complex128 (H200, batch 4096 of
-// 64x64: complex64 219 us at one step, 344 at four; complex128 424 at one, 347 at four).
-template <typename T> constexpr int tile_steps() { return sizeof(T) >= 16 ? 4 : 1; }
+// The tile kernel in blocks of kThreads, `steps` (1, 2 or 4) steps per loop iteration of the
+// substitution.
 template <typename T, int kThreads>
-hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles) {
+hsmaError_t launch_tiles_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream, int64_t ntiles,
+                            int steps) {
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = small_grid(p, ntasks);
-  const bool forced = p.kernel == SmallKernel::kTiles &&
-                      (p.segment_steps == 1 || p.segment_steps == 2 || p.segment_steps == 4);
-  const int steps = forced ? p.segment_steps : tile_steps<T>();
   if (steps == 1)
     return launch_small(small_solve_tiles_kernel<T, kThreads, 1>, grid, kThreads, 0, stream, p, dev, true, ntiles);
   if (steps == 4)
     return launch_small(small_solve_tiles_kernel<T, kThreads, 4>, grid, kThreads, 0, stream, p, dev, true, ntiles);
   return launch_small(small_solve_tiles_kernel<T, kThreads, 2>, grid, kThreads, 0, stream, p, dev, true, ntiles);
 }
+// The tile kernel the plan names: four or eight warps (plan.threads), plan.steps steps per loop
+// iteration (select.h: tile_plan).
 template <typename T>
-hsmaError_t launch_tiles(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+hsmaError_t run_tiles(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWide = 32 * kTileMaxWarps, kNarrow = kWide / 2;
-  const int threads = p.n <= (kNarrow / 32) * tile_warp_cols<T>() ? kNarrow : kWide;
-  const int64_t tile_cols = (threads / 32) * tile_warp_cols<T>();
+  const int64_t tile_cols = (plan.threads / 32) * tile_warp_cols<T>();
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
-  if (threads == kNarrow) return launch_tiles_as<T, kNarrow>(p, dev, stream, ntiles);
-  return launch_tiles_as<T, kWide>(p, dev, stream, ntiles);
+  if (plan.threads == kNarrow) return launch_tiles_as<T, kNarrow>(p, dev, stream, ntiles, plan.steps);
+  return launch_tiles_as<T, kWide>(p, dev, stream, ntiles, plan.steps);
 }
 
 }  // namespace
