@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "portable.cuh"
+#include "small/select.h"  // SmallKernel
 
 namespace hsma {
 
@@ -46,15 +47,6 @@ __host__ __device__ inline void batch_offsets(const BatchLayout& bl, int64_t b, 
 struct MatrixRef {
   int64_t row = 0, col = 0;
 };
-
-// Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the launcher choose).
-// kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
-// ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
-// kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the launcher chooses
-// among the column and segment kernels). kMma: the FP64 tensor-core kernel (float64 and
-// complex128 on sm_80+; other dtypes and GPUs fall through to the column or segment kernels).
-enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5,
-                               kMma = 6 };
 
 // L X = alpha B with L lower triangular (through strides), for `batch` entries.
 template <typename T>
