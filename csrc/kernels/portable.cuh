@@ -306,7 +306,7 @@ __device__ inline void grid_dependency_sync(bool release) {
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialisation attribute
 // when `dependent` (CUDA 12.3+, whose stream capture records it as a programmatic edge of the
 // graph; the launchers ask for it on sm_90+ where the kernels' code waits, unless
-// HSMA_TRSM_PDL=0; the kernel must call grid_dependency_sync() first). Returns the launch error,
+// override pdl=0; the kernel must call grid_dependency_sync() first). Returns the launch error,
 // which is not left behind as the runtime's last error.
 template <typename... Params, typename... Args>
 hsmaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, hsmaStream_t stream,

@@ -66,11 +66,11 @@ struct SolveProblem {
   int column_rows = 0;    // most rows of a column a column-kernel thread holds at once (16, 32 or 64); 0: the launcher's choice
   int mma_warps = 0;      // warps per block of the tensor-core kernel (4 or 8); 0: the launcher's choice
   int mma_fold = -1;      // tensor-core kernel with A batched: fold A's inverses (1) or substitute (0); -1: the launcher's choice
-  bool async_copy = true;  // stage triangles with cp.async where the GPU has it (HSMA_TRSM_ASYNC_COPY=0: through registers)
-  // Programmatic dependent launch on sm_90+ (HSMA_TRSM_PDL): 0 plain launches; 1 each kernel lets
+  bool async_copy = true;  // stage triangles with cp.async where the GPU has it (override async_copy=0: through registers)
+  // Programmatic dependent launch on sm_90+ (override pdl): 0 plain launches; 1 each kernel lets
   // the next one launch once it has started; 2 once it has completed; -1 the launcher's choice of 1 or 2.
   int dependent_launch = -1;
-  // At most this many blocks per small-path launch (HSMA_TRSM_MAX_BLOCKS; tests), so that the
+  // At most this many blocks per small-path launch (override max_blocks; tests), so that the
   // kernels' grid-stride loops take several tasks per block; 0: no cap beyond the grid's limit.
   int64_t max_blocks = 0;
 };

@@ -198,7 +198,7 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6
 // (H200, batch 4096 of 64x64: 121.5 vs 136.2 us). Row-major L only: the column-major form spilled
 // 128 bytes at that cap.
-// complex64's split kernel at 64 rows (only where forced, HSMA_TRSM_COLUMN_ROWS=32) is packed and
+// complex64's split kernel at 64 rows (only where forced, column_rows=32) is packed and
 // capped the same way (128 registers, 16 bytes spilled); the 8-lane segment kernel, which the
 // launcher keeps there, was faster still. Not its 16-row split of 17-32 rows (the launcher's choice
 // for complex64 batches), which the cap would take from 84 registers (5 blocks of 128 threads per

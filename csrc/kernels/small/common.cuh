@@ -168,14 +168,14 @@ inline bool kernels_wait(const DeviceInfo& dev) {
 }
 
 // Whether a launch asks for programmatic dependent launch (launch_kernel): on sm_90+ where the
-// kernels' code waits (kernels_wait), unless HSMA_TRSM_PDL=0. Every small-path kernel calls
+// kernels' code waits (kernels_wait), unless pdl=0 is forced. Every small-path kernel calls
 // grid_dependency_sync() before its first global access, and releases the next kernel's launch
 // there when p.dependent_launch = 1 (else the next kernel launches when this one completes).
 template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
   return p.dependent_launch != 0 && dev.cc_major >= 9 && kernels_wait(dev);
 }
 
-// p with the release point of its launch resolved: the forced one (HSMA_TRSM_PDL), else when the
+// p with the release point of its launch resolved: the forced one (override pdl), else when the
 // kernel starts (`early`) or when it completes. Releasing at the start overlaps the most (H200:
 // 0.4-0.5 us less GPU time per single 64x64 solve, about half that released at completion); it
 // lost where the grid is sized to the GPU (the folding tensor-core kernel) and for the column

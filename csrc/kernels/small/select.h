@@ -1,6 +1,6 @@
 // Which small-path kernel runs a problem (m <= 64): the kernel family, the order it is compiled for
 // and its variant, chosen by a pure function of the problem's shape, the device and the overrides
-// (SolveProblem's fields, which the dispatcher sets from HSMA_TRSM_*; nothing here reads the
+// (SolveProblem's fields, which the dispatcher fills from the overrides, csrc/overrides.h; nothing here reads the
 // environment). small_solve.cuh runs the plan through the family's launcher, which sizes the grid.
 // Plain C++17 without CUDA, HIP or torch headers: tests/test_small_selection.py compiles this file
 // on the host alone and checks a table of shapes against the expected plans.
@@ -9,7 +9,7 @@
 
 namespace hsma {
 
-// Which small-path kernel to run (HSMA_TRSM_SMALL_KERNEL; "auto" lets the selection choose).
+// Which small-path kernel to run (override small_kernel; "auto" lets the selection choose).
 // kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
 // kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the selection chooses
@@ -87,7 +87,7 @@ constexpr int64_t kFewColumns = 2048;            // batch * n up to which m > 16
 constexpr int64_t kWarpTaskMaxColumns = 4;       // columns per matrix up to which a batch takes one warp per matrix
 constexpr int kWarpTaskMinBatchPerSM = 4;        // ... with at least this many matrices per multiprocessor
 // Steps per loop iteration of the blocked substitution (substitute_segment_blocked) at M = 64,
-// unless forced (HSMA_TRSM_SEGMENT_STEPS); at M = 32 (16 steps) it stays fully unrolled, where 4
+// unless forced (override segment_steps); at M = 32 (16 steps) it stays fully unrolled, where 4
 // steps lost for every dtype (H200, single 64x64 complex128 solve: 6.20 us at 4 steps, 6.70 fully
 // unrolled).
 constexpr int kBlockedSteps64 = 4;
@@ -98,7 +98,7 @@ constexpr int kBlockedSteps64 = 4;
 // warp-wide segments.
 constexpr bool small_narrow_segments(const SmallDevice& d) { return !d.hip; }
 
-// Rows per lane of warp-wide segments unless forced (HSMA_TRSM_SEGMENT_ROWS): 2 contiguous rows
+// Rows per lane of warp-wide segments unless forced (override segment_rows): 2 contiguous rows
 // (the blocked substitution, M / 2 lanes per column). It beat strided rows at every order and dtype
 // measured on single solves (H200, 64x64 float32: 3.87 vs 5.14 us); 4 rows per lane (16 lanes) lost
 // to 2. Not measured on AMD, which keeps strided rows. Besides single solves this covers the other
@@ -256,7 +256,7 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
       s.kernel == SmallKernel::kWarpTasks ||
       (s.kernel == SmallKernel::kAuto && s.m > 16 && (bytes >= 8 || s.batch * s.n <= kFewColumns) &&
        s.n <= kWarpTaskMaxColumns && many);
-  // The tile kernel at 33-64 rows when forced (HSMA_TRSM_SMALL_KERNEL=tiles); unforced, for large
+  // The tile kernel at 33-64 rows when forced (small_kernel=tiles); unforced, for large
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
   // columns or more per matrix (not at 48 rows, where the column kernel won); complex128 of 33-64
   // rows with A batched and 48-128 columns per matrix, and of 49-64 rows with 48 or more columns,
@@ -272,7 +272,7 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
        (complex64 ? s.m > 48 && s.n >= 64 : s.m > 32 && s.n >= 48 && (s.m > 48 || (s.n <= 128 && !s.a_shared))) &&
        s.segment_lanes == 0 && many);
   if (!d.hip && (t == SmallDtype::kFloat64 || t == SmallDtype::kComplex128)) {
-    // The tensor-core kernel where forced (HSMA_TRSM_SMALL_KERNEL=mma); for complex128 solves of
+    // The tensor-core kernel where forced (small_kernel=mma); for complex128 solves of
     // 49-64 rows with many columns in all (batches; one wide B), and of 33-48 rows where the tile
     // kernel would be taken (large batches, A batched, 48-128 columns per matrix; the tensor-core
     // kernel pads them to 64 rows), where its row-block products go in pairs (mma_pairs; without
