@@ -103,7 +103,10 @@ def _result_shape(A, B, left):
         k == (m if left else n),
         lambda: f"hsma::trsm: A is {k}x{k} but B is {m}x{n} (left={left})",
     )
-    torch._check(A.dtype == B.dtype, lambda: f"hsma::trsm: A and B must have the same dtype, got {A.dtype} and {B.dtype}")
+    torch._check(
+        A.dtype == B.dtype,
+        lambda: f"hsma::trsm: A and B must have the same dtype, got {A.dtype} and {B.dtype}",
+    )
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     return (*batch, m, n)
 

@@ -40,7 +40,8 @@ setup() {
   site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   [ -f "$site/hsma_trsm_dev.pth" ] || echo "$ROOT" >"$site/hsma_trsm_dev.pth"
   echo "== building hsma_trsm in place (incremental; log: build.log)"
-  "$PY" setup.py build_ext --inplace >build.log 2>&1 || { tail -n 60 build.log; echo "build failed (log: build.log)"; exit 1; }
+  "$PY" setup.py build_ext --inplace >build.log 2>&1 ||
+    { tail -n 60 build.log; echo "build failed (log: build.log)"; exit 1; }
 }
 
 case "$cmd" in
