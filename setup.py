@@ -59,7 +59,8 @@ def extension():
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         cuda_arch_default()
         # csrc/cuda: the torch-facing CUDA backend; csrc/kernels: the kernels (no torch headers).
-        cuda = sorted(glob.glob("csrc/cuda/*.cpp", root_dir=HERE) + glob.glob("csrc/kernels/*.cu", root_dir=HERE))
+        cuda = sorted(glob.glob("csrc/cuda/*.cpp", root_dir=HERE) + glob.glob("csrc/kernels/*.cu", root_dir=HERE)
+                      + glob.glob("csrc/kernels/ablation/*.cu", root_dir=HERE))
         return cpp_extension.CUDAExtension(
             "hsma_trsm._C",
             host + cuda,

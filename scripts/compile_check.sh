@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compile-only checks of the GPU sources on a machine without a GPU (CI runs this):
-#   - every kernel source (csrc/kernels/*.cu) with nvcc for sm_90, and every kernel of its PTX
+#   - every kernel source (csrc/kernels/*.cu and ablation/*.cu) with nvcc for sm_90, and every kernel of its PTX
 #     checked for a global store and against the PTX built with --expt-relaxed-constexpr
 #     (scripts/ptx_entries_check.py);
 #   - every kernel source with hipcc for AMD gfx906 (wave64, the paper's DCU/MI50 class) and
@@ -19,7 +19,7 @@ if command -v nvcc >/dev/null; then
   # global memory and have as many instructions in both (scripts/ptx_entries_check.py), so that
   # code the compiler dropped in one build only (undefined behaviour there) cannot pass as compiled.
   mkdir -p "$tmp/ptx" "$tmp/ptx-relaxed"
-  for f in csrc/kernels/*.cu; do
+  for f in csrc/kernels/*.cu csrc/kernels/ablation/*.cu; do
     echo "nvcc sm_90: $f"
     nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" \
       -c "$f" -o "$tmp/$(basename "$f").o"
@@ -47,7 +47,7 @@ if [ "${HSMA_SKIP_HIP:-0}" != 1 ]; then
   if command -v hipcc >/dev/null; then
     # The kernels include no torch and no hipify step is needed: portable.cuh maps the vendor APIs.
     # Debian's hipcc (ROCm 5.2) defaults to the NVIDIA platform when nvcc is present.
-    for f in csrc/kernels/*.cu; do
+    for f in csrc/kernels/*.cu csrc/kernels/ablation/*.cu; do
       for arch in gfx906 gfx90a; do
         echo "hipcc $arch: $f"
         HIP_PLATFORM=amd hipcc -x hip --offload-arch=$arch -std=c++17 -O3 -Werror=unused-result -c "$f" \

@@ -103,7 +103,8 @@ struct DiagInverseProblem {
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
 // complex128 with m <= 64 (the launcher takes it for 48 < m <= 64): the HSMA-TRSM paper's
-// seven-stage pipeline over a 64 KB shared-memory partition, two thread groups (small_pipeline.cu).
+// seven-stage pipeline over a 64 KB shared-memory partition, two thread groups
+// (ablation/small_pipeline.cu: the paper's design, kept as an ablation).
 hsmaError_t launch_small_pipeline(const SolveProblem<complex<double>>& p, hsmaStream_t stream);
 
 constexpr int64_t kSmallMaxM = 64;       // the small-path limit on the triangle's order

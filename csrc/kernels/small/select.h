@@ -10,7 +10,7 @@
 namespace hsma {
 
 // Which small-path kernel to run (override small_kernel; "auto" lets the selection choose).
-// kPipeline: the complex128 seven-stage two-group pipeline (small_pipeline.cu); other dtypes
+// kPipeline: the complex128 seven-stage two-group pipeline (ablation/small_pipeline.cu); other dtypes
 // ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
 // kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the selection chooses
 // among the column and segment kernels). kMma: the FP64 tensor-core kernel (float64 and

@@ -53,7 +53,7 @@
 // flag is a template parameter; with these, ptxas (sm_90) and hipcc (gfx90a) report no spills.
 #include <atomic>
 
-#include "trsm_problem.h"
+#include "../trsm_problem.h"
 
 namespace hsma {
 namespace {
