@@ -40,6 +40,7 @@ typedef cudaError_t hsmaError_t;
 #define hsmaOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #endif
 
+#include <atomic>
 #include <cstdint>
 
 // A kernel's register cap per thread, whatever its block size (__maxnreg__, CUDA 12.4+; a kernel
@@ -183,6 +184,34 @@ inline DeviceInfo current_device_info() {
     if (info.warp_size <= 0) info.warp_size = 32;
   }
   return info;
+}
+
+// Opts kernel `fn` in to `smem` bytes of dynamic shared memory (above NVIDIA's 48 KB default) and
+// returns in *per_sm how many of its blocks of `threads` fit on a multiprocessor (at least 1),
+// once per device: `cache` is the caller's static, 0 where not configured yet.
+inline hsmaError_t resident_blocks(const void* fn, int threads, size_t smem, std::atomic<int> (&cache)[64],
+                                   int* per_sm) {
+  int dev = 0;
+  hsmaError_t err = hsmaGetDevice(&dev);
+  if (err != hsmaSuccess) return err;
+  *per_sm = cache[dev & 63].load(std::memory_order_relaxed);
+  if (*per_sm > 0) return hsmaSuccess;
+  if (smem > 48 * 1024) {
+    err = hsmaFuncSetAttribute(fn, hsmaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != hsmaSuccess) {
+#if HSMA_HIP
+      (void)hsmaGetLastError();  // an AMD block has 64 KB of LDS without opting in
+#else
+      return err;
+#endif
+    }
+  }
+  if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, fn, threads, smem) != hsmaSuccess || *per_sm < 1) {
+    (void)hsmaGetLastError();  // not left for the launch check: it only sizes the grid
+    *per_sm = 1;
+  }
+  cache[dev & 63].store(*per_sm, std::memory_order_relaxed);
+  return hsmaSuccess;
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)  // device-only helpers below

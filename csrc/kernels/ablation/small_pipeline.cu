@@ -355,32 +355,14 @@ small_pipeline_kernel(SolveProblem<C> p, int64_t ntiles) {
   }
 }
 
-// Launches one instantiation; once per device and kernel it opts in to 64 KB of dynamic shared
-// memory (above NVIDIA's 48 KB default) and asks how many blocks fit on a multiprocessor.
+// Launches one instantiation, opted in to 64 KB of dynamic shared memory (resident_blocks).
 template <bool kUnit>
 hsmaError_t launch_pipeline(const SolveProblem<C>& p, hsmaStream_t stream) {
   static std::atomic<int> blocks_per_sm[64];  // 0: not configured yet
-  int dev = 0;
-  hsmaError_t err = hsmaGetDevice(&dev);
+  int per_sm = 0;
+  const hsmaError_t err = resident_blocks(reinterpret_cast<const void*>(&small_pipeline_kernel<kUnit>), kThreads,
+                                          kPipelineSmemBytes, blocks_per_sm, &per_sm);
   if (err != hsmaSuccess) return err;
-  int per_sm = blocks_per_sm[dev & 63].load(std::memory_order_relaxed);
-  if (per_sm == 0) {
-    const void* fn = reinterpret_cast<const void*>(&small_pipeline_kernel<kUnit>);
-    err = hsmaFuncSetAttribute(fn, hsmaFuncAttributeMaxDynamicSharedMemorySize, kPipelineSmemBytes);
-    if (err != hsmaSuccess) {
-#if HSMA_HIP
-      (void)hsmaGetLastError();  // an AMD block has 64 KB of LDS without opting in
-#else
-      return err;
-#endif
-    }
-    if (hsmaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, kPipelineSmemBytes) != hsmaSuccess ||
-        per_sm < 1) {
-      (void)hsmaGetLastError();  // not left for the launch check below: it only sizes the grid
-      per_sm = 1;
-    }
-    blocks_per_sm[dev & 63].store(per_sm, std::memory_order_relaxed);
-  }
   const DeviceInfo info = current_device_info();
   const int64_t ntiles = (p.n + kGroup - 1) / kGroup;
   const int64_t ntasks = p.batch * ntiles;
