@@ -195,12 +195,44 @@ constexpr int64_t kNarrowRhs = 64;          // right-hand-side columns (times ba
 constexpr int64_t kNarrowMaxNB = 512;       // ... and the largest NB taken for them
 constexpr int64_t kTwoLevelMinNB = 256;     // the smallest NB inverted in two levels
 
+constexpr int kSweepMaxCols = 16;    // right-hand-side columns per matrix the sweep takes at every order
+constexpr int64_t kSweepMaxK = 512;  // ... and the orders up to which it takes any number of them
+constexpr int64_t kSweepWideRowsK = 2048;  // float32 orders from which row blocks of 128 halve the chain
+
+// The sweep's parameters for `cols` columns per matrix (overrides first).
+SweepPlan plan_sweep(const BlockedShape& shape, int64_t cols, const Overrides& o) {
+  SweepPlan s;
+  if (o.sweep_rows > 0)
+    s.rows = o.sweep_rows;
+  else
+    s.rows = shape.dtype == c10::ScalarType::Float && shape.k >= kSweepWideRowsK ? 128 : 64;
+  if (s.rows == 128 && shape.dtype != c10::ScalarType::Float) s.rows = 64;  // (kernels for float32 only)
+  s.cols = 1;
+  while (s.cols < cols && s.cols < kSweepMaxCols) s.cols *= 2;
+  if (o.sweep_cols > 0) s.cols = o.sweep_cols;
+  if (o.sweep_segment > 0) s.segment = o.sweep_segment;
+  return s;
+}
+
 }  // namespace
 
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
                         const std::string& table) {
   const int64_t k = shape.k;
   BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
+  // The sweep reads the triangle once per panel of columns, at memory speed where the chain of
+  // row blocks allows; the blocked path's GEMMs win once the columns are many and the order large.
+  // An explicit NB (nb, table_nb) asks for the blocked path.
+  const int64_t cols = shape.rhs_cols / (shape.batch > 0 ? shape.batch : 1);
+  const bool sweep_auto = o.nb == 0 && o.table_nb == 0 && (cols <= kSweepMaxCols || k <= kSweepMaxK);
+  if (o.sweep == 1 || (o.sweep == -1 && sweep_auto)) {
+    BlockPlan sweep;
+    sweep.path = LargePath::kSweep;
+    sweep.sweep = plan_sweep(shape, cols, o);
+    sweep.source = std::string(o.sweep == 1 ? "override sweep" : "sweep") +
+                   (cols <= kSweepMaxCols ? " (narrow right-hand side)" : " (medium order)");
+    return sweep;
+  }
   if (o.nb > 0) {  // forced as it is: none of the rules below
     plan.nb = o.nb;
     plan.source = "override nb";
@@ -252,14 +284,14 @@ void set_tuning_dir(c10::string_view dir) {
   g_table_dir = std::string(dir);
 }
 
-std::tuple<int64_t, std::string, int64_t, std::string> block_plan_op(c10::ScalarType dtype, int64_t k,
-                                                                     int64_t rhs_cols, bool a_shared,
-                                                                     c10::string_view gpu,
-                                                                     c10::string_view capability,
-                                                                     c10::string_view table) {
+using PlanTuple = std::tuple<int64_t, std::string, int64_t, std::string, std::string, int64_t, int64_t, int64_t>;
+
+PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool a_shared, c10::string_view gpu,
+                        c10::string_view capability, c10::string_view table, int64_t batch) {
   const BlockPlan p = plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
-                                    BlockedShape{dtype, k, rhs_cols, a_shared}, overrides(), std::string(table));
-  return {p.nb, variant_name(p.variant), p.ib, p.source};
+                                    BlockedShape{dtype, k, rhs_cols, a_shared, batch}, overrides(), std::string(table));
+  return {p.nb,         variant_name(p.variant), p.ib,           p.source, p.path == LargePath::kSweep ? "sweep" : "blocked",
+          p.sweep.rows, p.sweep.cols,            p.sweep.segment};
 }
 
 }  // namespace
@@ -268,6 +300,6 @@ std::tuple<int64_t, std::string, int64_t, std::string> block_plan_op(c10::Scalar
 TORCH_LIBRARY_FRAGMENT(hsma, m) {
   m.def("_set_tuning_dir(str dir) -> ()", &hsma::set_tuning_dir);
   m.def("_block_plan(ScalarType dtype, int k, int rhs_cols, bool a_shared, str gpu, str capability, "
-        "str table=\"\") -> (int, str, int, str)",
+        "str table=\"\", int batch=1) -> (int, str, int, str, str, int, int, int)",
         &hsma::block_plan_op);
 }

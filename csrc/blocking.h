@@ -1,6 +1,7 @@
-// The blocked path's plan (CUDA, orders above 64): outer block NB, driver variant and the inner
-// block IB of the diagonal-block inversion, decided in one function, plan_blocking: the GPU's
-// block-size table, then every rule after it. Host logic only, built on CPU too, so that the
+// The plan of a CUDA solve of order above 64, decided in one function, plan_blocking: the sweep
+// (kernels/sweep.cu: few right-hand-side columns, or a medium order) with its row block, panel
+// width and task length; or the blocked path with its outer block NB, driver variant and the inner
+// block IB of the diagonal-block inversion: the GPU's block-size table, then every rule after it. Host logic only, built on CPU too, so that the
 // tuner, the benchmark and the tests can ask for any GPU's plan (torch.ops.hsma._block_plan).
 #pragma once
 #include <c10/core/ScalarType.h>
@@ -17,6 +18,8 @@ namespace hsma {
 enum class BlockedVariant { kRecursive, kBlocked };
 const char* variant_name(BlockedVariant v);
 
+enum class LargePath { kBlocked, kSweep };
+
 constexpr int64_t kDiagInverseMaxNBHost = 1024;  // = kDiagInverseMaxNB (kernels/trsm_problem.h)
 constexpr int64_t kDirectLeafMaxNB = 64;         // = kSmallMaxM: leaves the small kernels solve
 
@@ -31,9 +34,19 @@ struct BlockedShape {
   int64_t k = 0;         // order of the triangle
   int64_t rhs_cols = 0;  // right-hand-side columns in all: (left ? n : m) * batch
   bool a_shared = true;  // one triangle for the whole batch
+  int64_t batch = 1;     // batch entries (rhs_cols / batch columns each)
+};
+
+// The sweep's parameters (SweepProblem's fields of the same names).
+struct SweepPlan {
+  int rows = 64;     // R: 64, or 128 (float32)
+  int cols = 16;     // NC: panel width, 1, 2, 4, 8 or 16
+  int segment = 4;   // G: column blocks per task
 };
 
 struct BlockPlan {
+  LargePath path = LargePath::kBlocked;
+  SweepPlan sweep;  // (path kSweep)
   int64_t nb = 0;
   BlockedVariant variant = BlockedVariant::kRecursive;
   int64_t ib = 0;      // the inversion's inner block; ib == nb: one level

@@ -95,6 +95,18 @@ const Key kKeys[] = {
        return parse_int(v, 1, kDiagInverseMaxNBHost, &o.ib) && (o.ib & (o.ib - 1)) == 0;
      }},
     {"aten_gemm", "0 or 1", "0", [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.aten_gemm); }},
+    {"sweep", "0 or 1", nullptr, [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.sweep); }},
+    {"sweep_rows", "64 or 128", nullptr,
+     [](Overrides& o, const std::string& v) { return one_of(v, {64, 128}, &o.sweep_rows); }},
+    {"sweep_cols", "1, 2, 4, 8 or 16", nullptr,
+     [](Overrides& o, const std::string& v) { return one_of(v, {1, 2, 4, 8, 16}, &o.sweep_cols); }},
+    {"sweep_segment", "an integer in 1..4096", nullptr,
+     [](Overrides& o, const std::string& v) {
+       int64_t x = 0;
+       if (!parse_int(v, 1, 4096, &x)) return false;
+       o.sweep_segment = static_cast<int>(x);
+       return true;
+     }},
 };
 constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
 

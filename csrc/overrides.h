@@ -40,6 +40,11 @@ struct Overrides {
   int variant = -1;        // BlockedVariant: 0 recursive, 1 blocked
   int64_t ib = 0;          // inner block of the diagonal inversion (a power of two)
   bool aten_gemm = false;  // ATen's GEMMs instead of cuBLAS directly
+  // The sweep (csrc/kernels/sweep.cu). -1 / 0: the plan's choice.
+  int sweep = -1;          // 1: the sweep for every order above 64; 0: never
+  int sweep_rows = 0;      // its row block R (64; 128 for float32)
+  int sweep_cols = 0;      // its panel width NC (1, 2, 4, 8, 16)
+  int sweep_segment = 0;   // its task length G in row blocks
   // Derived when set.
   bool small_forced = false;  // a small-path field above differs from its default
   const char* spec = "";      // canonical spec: the keys set, in kKeys' order

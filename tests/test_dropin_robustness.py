@@ -77,26 +77,21 @@ def _scaled_problem(k, n, dtype, left, lower, pattern, device, gen):
     return T, Xt
 
 
-def exact_leaves_if_blocked(device, k, hsma_overrides):
-    """On CUDA, orders above 256 take the blocked path, which multiplies by inverted diagonal
-    blocks (the HSMA-TRSM design): with pivots whose reciprocals overflow, those inverses hold
-    inf, and inf/nan spread differently from a substitution. The override nb=64 makes every diagonal
-    block a direct (substitution) leaf, the documented exact setting, tested here;
-    test_blocked_path_extreme_pivots_limitation records the default's behaviour."""
-    if torch.device(device).type == "cuda" and k > 256:
-        hsma_overrides(nb=64)
+# Orders above 64 on CUDA: the sweep (the default for 3 columns), which substitutes in the diagonal blocks whose
+# inverses are not accurate; and the blocked path with one-level inverses of 128 x 128 blocks, whose repair
+# launch solves again by substitution when an inverse has an inf, nan or subnormal entry.
+LARGE_PATHS = {"auto": {}, "blocked-nb128": dict(nb=128, ib=128)}
 
 
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.xfail(strict=True, reason="inverted diagonal blocks overflow for subnormal pivots (README: blocked path)")
-def test_blocked_path_extreme_pivots_limitation(device, hsma_overrides):
-    hsma_overrides(nb=None)
-    T, Xt = _scaled_problem(300, 3, torch.float32, True, True, "sub", device, make_generator(7))
-    A = torch.from_numpy(T.astype(np.float64)).to(device, torch.float32)
-    B = torch.from_numpy((T @ Xt).astype(np.float64)).to(device, torch.float32)
-    X = torch.ops.hsma.trsm(A, B)
-    assert torch.isfinite(X).all()
+@pytest.mark.parametrize("path", list(LARGE_PATHS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=dtype_id)
+def test_large_paths_extreme_pivots(device, path, dtype, hsma_overrides):
+    hsma_overrides(**LARGE_PATHS[path])
+    for pattern, (left, lower, trans) in zip(["sub", "huge", "mixed"], [(True, True, "N"), (False, False, "T"),
+                                                                         (True, False, "C")]):
+        check_extreme_pivots(device, dtype, pattern, 300, left, lower, trans)
 
 
 @pytest.mark.skipif(not HAS_EXTENDED, reason="needs an extended-precision NumPy longdouble")
@@ -106,8 +101,7 @@ def test_blocked_path_extreme_pivots_limitation(device, hsma_overrides):
 @pytest.mark.parametrize("k", [5, 40, 150, 300])
 @pytest.mark.parametrize("left,lower,trans", [(True, True, "N"), (False, False, "T"), (True, False, "C"),
                                               (False, True, "N")])
-def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans, hsma_overrides):
-    exact_leaves_if_blocked(device, k, hsma_overrides)
+def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans):
     check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
 
 
@@ -285,8 +279,7 @@ def test_nonfinite_batched_vs_unbatched(device, dtype, k, left, upper, trans):
 @pytest.mark.parametrize("device", CUDA_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex64], ids=dtype_id)
 @pytest.mark.parametrize("k", [9, 40, 100, 300])
-def test_nonfinite_cuda_vs_cpu(device, dtype, k, hsma_overrides):
-    exact_leaves_if_blocked(device, k, hsma_overrides)
+def test_nonfinite_cuda_vs_cpu(device, dtype, k):
     gen = make_generator(k + 4)
     for left, upper, trans in [(True, False, "N"), (False, True, "C")]:
         A, B = _poisoned_batch(k, dtype, "cpu", gen, left, upper)
@@ -383,11 +376,16 @@ SWEEP = [
                  "max_blocks": "2"}, id="small-columns-grid-stride"),
     pytest.param(33, (37,), 2, True, False, "N", False, torch.complex64, {"small_kernel": "warps",
                  "max_blocks": "2"}, id="small-warp-tasks-grid-stride"),
-    pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {}, id="direct-leaves"),
-    pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"variant": "recursive"},
+    pytest.param(100, (2,), 4, False, False, "T", False, torch.float64, {"sweep": "0"}, id="direct-leaves"),
+    pytest.param(300, (), 3, True, True, "N", False, torch.float32, {"sweep": "0", "variant": "recursive"},
                  id="inverted-blocks-recursive"),
-    pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"variant": "blocked"},
+    pytest.param(300, (2,), 2, False, False, "C", True, torch.complex128, {"sweep": "0", "variant": "blocked"},
                  id="inverted-blocks-left-looking"),
+    pytest.param(300, (2,), 3, True, False, "N", False, torch.float32, {}, id="sweep-narrow"),
+    pytest.param(700, (), 2, True, True, "C", False, torch.complex64, {"sweep_segment": "1"}, id="sweep-tasks"),
+    pytest.param(400, (), 20, False, False, "T", True, torch.float32, {"sweep_rows": "128", "max_blocks": "3"},
+                 id="sweep-rows128-grid3"),
+    pytest.param(200, (3,), 40, True, False, "N", False, torch.float64, {}, id="sweep-medium-panels"),
     pytest.param(600, (), 5, True, False, "N", False, torch.float64, {"nb": "512", "ib": "64"},
                  id="inverted-blocks-two-level"),
     pytest.param(600, (2,), 7, False, True, "C", False, torch.complex64,

@@ -13,6 +13,7 @@
 #include "blocking.h"
 #include "cuda/canonical.h"
 #include "cuda/gemm.h"
+#include "cuda/sweep.h"
 #include "overrides.h"
 
 namespace hsma {
@@ -104,9 +105,15 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   at::Tensor X3 = X.view({bt, s.m, s.n});
   const Canonical c = canonicalise(args, A3.is_conj());
 
-  // NB, variant and IB: the block plan (csrc/blocking.h).
-  const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1};
-  const BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
+  // The sweep, or NB, variant and IB: the plan (csrc/blocking.h).
+  const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1, bt};
+  BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
+  if (plan.path == LargePath::kSweep) {
+    if (sweep_solve<S>(A3, B3, X3, args, plan.sweep)) return;
+    Overrides blocked = overrides();  // too many tasks for one launch: the blocked path's plan
+    blocked.sweep = 0;
+    plan = plan_blocking(device_identity(), shape, blocked);
+  }
   const int64_t nb = plan.nb, ib = plan.ib;
   const int64_t nblk = (k + nb - 1) / nb;
   const bool direct_leaves = plan.direct_leaves();
@@ -116,7 +123,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   // diagonal, so each level is one strided-batched GEMM over the whole matrix.
   const int64_t tile = nb * (nb + 1);
   BlasHandle blas;
-  at::Tensor inv;
+  at::Tensor inv, inaccurate;  // inaccurate: the inversion's flags for the repair below
   if (!direct_leaves) {
     // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
     // kernel); with ib < nb, GEMM doubling then builds the NB x NB inverses from them.
@@ -138,6 +145,8 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     p.upper = !c.lower;
     p.conj = c.conj;
     p.unit = args.unit;
+    inaccurate = at::empty({diag_inverse_tasks(p)}, A3.options().dtype(at::kInt));
+    p.inaccurate = inaccurate.data_ptr<int>();
     check_launch(launch_diag_inverse<K>(p, c10::cuda::getCurrentCUDAStream()),
                  "launching the diagonal-block inverse kernel");
     if (ib < nb) combine_inverse_tiles<S>(inv, A3, c, k, nb, ib, blas);
@@ -170,6 +179,28 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     gemm_into<S>(StridedView::of(Xk), a, Ik, StridedView::of(Rk), 0, blas);
   };
 
+  // Recursive: solves rows [r0, r1) of T X = a R, R holding exactly those rows.
+  std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve_recursive =
+      [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
+        const int64_t blocks = (r1 - r0 + nb - 1) / nb;
+        if (blocks == 1) {
+          leaf(r0, r1 - r0, Rr, a);
+          return;
+        }
+        const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
+        if (c.lower) {
+          solve_recursive(r0, mid, Rr.narrow(1, 0, h), a);
+          const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
+                                        Xv.narrow(1, r0, h), -1, blas);
+          solve_recursive(mid, r1, R2, 1);
+        } else {
+          solve_recursive(mid, r1, Rr.narrow(1, h, h2), a);
+          const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
+                                        Xv.narrow(1, mid, h2), -1, blas);
+          solve_recursive(r0, mid, R1, 1);
+        }
+      };
+
   if (plan.variant == BlockedVariant::kBlocked) {
     // Left-looking block rows: X_k = inv(T_kk) (alpha B_k - T_k,done X_done), in solve order.
     for (int64_t step = 0; step < nblk; ++step) {
@@ -185,32 +216,14 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
           gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1, blas);
       leaf(r0, sz, tmp, 1);
     }
-    return;
+  } else {
+    solve_recursive(0, k, R, args.alpha);
   }
-
-  // Recursive: solves rows [r0, r1) of T X = a R, R holding exactly those rows.
-  std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve =
-      [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
-        const int64_t blocks = (r1 - r0 + nb - 1) / nb;
-        if (blocks == 1) {
-          leaf(r0, r1 - r0, Rr, a);
-          return;
-        }
-        const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
-        if (c.lower) {
-          solve(r0, mid, Rr.narrow(1, 0, h), a);
-          const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
-                                        Xv.narrow(1, r0, h), -1, blas);
-          solve(mid, r1, R2, 1);
-        } else {
-          solve(mid, r1, Rr.narrow(1, h, h2), a);
-          const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
-                                        Xv.narrow(1, mid, h2), -1, blas);
-          solve(r0, mid, R1, 1);
-        }
-      };
-  solve(0, k, R, args.alpha);
+  // Inverses with inf, nan or subnormal entries (pivots whose reciprocals overflow or underflow)
+  // make the products above inexact: then one more launch solves again by substitution.
+  if (inaccurate.defined()) sweep_repair<S>(A3, B3, X3, args, inaccurate);
 }
+
 
 #define HSMA_INSTANTIATE(S) \
   template void blocked_solve<S>(const at::Tensor&, const at::Tensor&, at::Tensor&, const TrsmArgs&, const TrsmShape&);

@@ -25,16 +25,6 @@ Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
 
 namespace {
 
-template <typename K> K to_kernel_scalar(const c10::Scalar& s) {
-  if constexpr (std::is_same_v<K, float> || std::is_same_v<K, double>) {
-    return static_cast<K>(s.to<double>());
-  } else {
-    using R = typename real_of<K>::type;
-    const auto z = s.to<c10::complex<double>>();
-    return K(static_cast<R>(z.real()), static_cast<R>(z.imag()));
-  }
-}
-
 // Strides of t's batch dims broadcast to `batch` (0 where t is broadcast), without a view op.
 std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_t>& batch) {
   std::vector<int64_t> st(batch.size(), 0);
@@ -141,14 +131,7 @@ void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const 
   p.alpha = to_kernel_scalar<K>(args.alpha);
   const Overrides& o = overrides();
   if (o.small_forced) apply_overrides(p, o);  // (else SolveProblem's defaults: the launcher's choices)
-  if (!c.lower) {  // read the upper triangle backwards: a lower one
-    p.L += (p.m - 1) * (p.l.row + p.l.col);
-    p.l = {-p.l.row, -p.l.col};
-    p.B += (p.m - 1) * p.b.row;
-    p.b.row = -p.b.row;
-    p.X += (p.m - 1) * p.x.row;
-    p.x.row = -p.x.row;
-  }
+  if (!c.lower) read_backwards(p.m, p.L, p.l, p.B, p.b, p.X, p.x);
   check_launch(launch_small_solve<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the small-solve kernel");
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <type_traits>
+
 #include "kernels/trsm_problem.h"
 #include "trsm.h"
 
@@ -27,6 +29,29 @@ struct Canonical {
 };
 
 Canonical canonicalise(const TrsmArgs& args, bool a_is_conj);
+
+// A c10::Scalar as the kernels' scalar type K.
+template <typename K> inline K to_kernel_scalar(const c10::Scalar& s) {
+  if constexpr (std::is_same_v<K, float> || std::is_same_v<K, double>) {
+    return static_cast<K>(s.to<double>());
+  } else {
+    using R = typename real_of<K>::type;
+    const auto z = s.to<c10::complex<double>>();
+    return K(static_cast<R>(z.real()), static_cast<R>(z.imag()));
+  }
+}
+
+// An upper triangle read from its last element backwards is a lower one (L(i, j) at
+// L + i * l.row + j * l.col); B's and X's rows are then read backwards too.
+template <typename K>
+void read_backwards(int64_t m, const K*& L, MatrixRef& l, const K*& B, MatrixRef& b, K*& X, MatrixRef& x) {
+  L += (m - 1) * (l.row + l.col);
+  l = {-l.row, -l.col};
+  B += (m - 1) * b.row;
+  b.row = -b.row;
+  X += (m - 1) * x.row;
+  x.row = -x.row;
+}
 
 // The solve of (A, B) for orders k <= kSmallMaxM into X (fresh, B itself in place, or a view;
 // strided): one launch of the small kernels for the whole batch (S: ATen's scalar type). The

@@ -22,15 +22,12 @@
 namespace hsma {
 namespace {
 
-// IB: columns of inv(D) per thread block, as many as fit in registers at 1024 threads.
-template <typename T> __host__ __device__ constexpr int panel_width() { return sizeof(T) >= 16 ? 4 : 8; }
-
 inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
 
 template <typename T>
 __global__ void __launch_bounds__(1024)
 diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool transpose) {
-  constexpr int kPanel = panel_width<T>();
+  constexpr int kPanel = diag_inverse_panel<T>();
   constexpr int kAhead = sizeof(T) >= 8 && sizeof(T) != 8 ? 4 : 8;  // columns of D' in flight per thread
   __shared__ T xs[2][kPanel];
   const int nb = static_cast<int>(p.nb);
@@ -98,6 +95,7 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
       }
     }
 
+    bool bad = false;
     if (r < nb) {
 #pragma unroll
       for (int jj = 0; jj < kPanel; ++jj) {
@@ -107,12 +105,14 @@ diag_inverse_kernel(DiagInverseProblem<T> p, int64_t nblk, int64_t npanels, bool
           int R = flip ? sz - 1 - r : r, C = flip ? sz - 1 - col : col;
           if (transpose) { const int t = R; R = C; C = t; }
           O[R * pitch + C] = x[jj];
+          bad = bad || inaccurate(x[jj]);
         } else {
           O[r * pitch + col] = T(0);
         }
       }
     }
-    __syncthreads();  // xs is reused by the next task
+    const bool any_bad = __syncthreads_or(bad);  // (also the barrier before the next task reuses xs)
+    if (r == 0 && p.inaccurate != nullptr) p.inaccurate[task] = any_bad ? 1 : 0;
   }
 }
 
@@ -123,12 +123,12 @@ hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t str
   if (p.m <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.nb <= 0 || p.nb > kDiagInverseMaxNB) return hsmaError_t(1);
   const int64_t nblk = (p.m + p.nb - 1) / p.nb;
-  const int64_t npanels = (p.nb + panel_width<T>() - 1) / panel_width<T>();
+  const int64_t npanels = (p.nb + diag_inverse_panel<T>() - 1) / diag_inverse_panel<T>();
+  const int64_t ntasks = diag_inverse_tasks(p);
   // Invert D^T instead of D when that makes the columns the kernel walks contiguous.
   const bool transpose = iabs(p.a.col) < iabs(p.a.row);
   const int warp = current_device_info().warp_size;
   const int threads = static_cast<int>((p.nb + warp - 1) / warp * warp);
-  const int64_t ntasks = p.batch * nblk * npanels;
   const unsigned grid = static_cast<unsigned>(ntasks < 0x7fffffff ? ntasks : 0x7fffffff);
   diag_inverse_kernel<T><<<grid, threads, 0, stream>>>(p, nblk, npanels, transpose);
   return hsmaGetLastError();

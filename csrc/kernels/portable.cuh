@@ -143,6 +143,20 @@ template <typename T> __host__ __device__ inline T divide_by_pivot(T x, T d, T r
   return x * r;                  // so the division is not evaluated alongside the product and selected
 }
 
+// An inverse's entry that cannot stand in for a division: inf, nan or subnormal (a pivot whose
+// reciprocal overflows or underflows).
+__host__ __device__ inline bool inaccurate(float v) {
+  const float a = v < 0 ? -v : v;
+  return !(a <= 3.40282347e38f) || (a != 0.0f && a < 1.17549435e-38f);
+}
+__host__ __device__ inline bool inaccurate(double v) {
+  const double a = v < 0 ? -v : v;
+  return !(a <= 1.7976931348623157e308) || (a != 0.0 && a < 2.2250738585072014e-308);
+}
+template <typename R> __host__ __device__ inline bool inaccurate(complex<R> v) {
+  return inaccurate(v.re) || inaccurate(v.im);
+}
+
 // x - a*b as one fused step where the hardware has it.
 __device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); }
 __device__ inline double fms(double x, double a, double b) { return fma(-a, b, x); }

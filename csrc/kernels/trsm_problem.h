@@ -96,12 +96,76 @@ struct DiagInverseProblem {
   T* out = nullptr;
   int64_t out_pitch = 0, out_block_stride = 0, out_batch_stride = 0;
   bool upper = false, conj = false, unit = false;
+  // When set, task t (batch entry, block, panel of columns) writes inaccurate[t] = 1 if an entry
+  // it wrote is inf, nan or subnormal, else 0 (the blocked path's repair reads them).
+  int* inaccurate = nullptr;
 };
+
+// Columns of inv(D) per task of the inversion, as many as fit in registers at 1024 threads; and
+// its tasks: (batch entry, block, panel of those columns).
+template <typename T> __host__ __device__ constexpr int diag_inverse_panel() { return sizeof(T) >= 16 ? 4 : 8; }
+template <typename T> int64_t diag_inverse_tasks(const DiagInverseProblem<T>& p) {
+  const int64_t w = diag_inverse_panel<T>();
+  return p.batch * ((p.m + p.nb - 1) / p.nb) * ((p.nb + w - 1) / w);
+}
+
+// The sweep (kernels/sweep.cu): L X = alpha B for orders above 64 and panels of at most 16 columns,
+// in one launch that reads L once per panel. L's rows are cut into blocks of R (`rows`); a task
+// multiplies up to G (`segment`) blocks of its row block by solved blocks of X as they become ready,
+// and the last task of each row block (its owner) applies the block's inverse (or substitutes).
+// Batch entries: e * *_batch elements apart (0: shared); the panels of B's columns are independent
+// chains of the same solve.
+template <typename T>
+struct SweepProblem {
+  int64_t m = 0, n = 0, batch = 1;
+  const T* L = nullptr; MatrixRef l; int64_t l_batch = 0;
+  const T* B = nullptr; MatrixRef b; int64_t b_batch = 0;
+  T* X = nullptr;       MatrixRef x; int64_t x_batch = 0;  // may alias B: the owner reads B_i before writing X_i
+  // Inverses of the R x R diagonal blocks of L (row-major R x R tiles, block i at inv + i * R * R,
+  // zero outside a shorter last block; launch_diag_inverse with nb = pitch = R); nullptr: substitute.
+  const T* inv = nullptr; int64_t inv_batch = 0;
+  bool conj = false, unit = false;
+  T alpha = T(1);
+  int rows = 64;     // R: 64, or 128 (float only)
+  int cols = 8;      // NC: columns per panel, 1, 2, 4, 8 or 16
+  int segment = 4;   // G: column blocks per task
+  // Workspace, sweep_workspace_words(p) 64-bit words, zeroed: a ticket counter, then the solved
+  // blocks of X and the tasks' partial sums as tagged words (sweep.cu).
+  unsigned long long* work = nullptr;
+  // The blocked path's repair (inv == nullptr, one block of threads, G >= blocks - 1): nothing
+  // unless one of repair[0 .. repair_count) is set; the launch then zeroes `work` itself.
+  const int* repair = nullptr;
+  int64_t repair_count = 0;
+  int64_t max_blocks = 0;     // cap on the grid (tests)
+};
+
+// Tasks of one panel's solve: 1 for the first row block, ceil(i / G) for row block i >= 1.
+__host__ __device__ inline int64_t sweep_tasks_before(int64_t i, int64_t g) {
+  if (i <= 0) return 0;
+  const int64_t n = i - 1, q = n / g, r = n % g;
+  return 1 + g * q * (q + 1) / 2 + (q + 1) * r;
+}
+template <typename T> int64_t sweep_blocks(const SweepProblem<T>& p) { return (p.m + p.rows - 1) / p.rows; }
+template <typename T> int64_t sweep_chains(const SweepProblem<T>& p) { return p.batch * ((p.n + p.cols - 1) / p.cols); }
+template <typename T> int64_t sweep_tasks(const SweepProblem<T>& p) {
+  return sweep_chains(p) * sweep_tasks_before(sweep_blocks(p), p.segment);
+}
+// A value of X or of a partial sum is exchanged as sizeof(T) / 4 words: 32 bits of it beside a tag.
+template <typename T> int64_t sweep_exchange_words(const SweepProblem<T>& p) {
+  return sweep_chains(p) * sweep_blocks(p) * p.rows * p.cols * int64_t(sizeof(T) / 4);
+}
+template <typename T> int64_t sweep_partial_words(const SweepProblem<T>& p) {
+  return p.segment < sweep_blocks(p) - 1 ? sweep_tasks(p) * p.rows * p.cols * int64_t(sizeof(T) / 4) : 0;
+}
+template <typename T> int64_t sweep_workspace_words(const SweepProblem<T>& p) {
+  return 1 + sweep_exchange_words(p) + sweep_partial_words(p);
+}
 
 // Launchers (defined in the .cu files, explicitly instantiated for float, double,
 // complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
+template <typename T> hsmaError_t launch_sweep(const SweepProblem<T>& p, hsmaStream_t stream);
 // complex128 with m <= 64 (the launcher takes it for 48 < m <= 64): the HSMA-TRSM paper's
 // seven-stage pipeline over a 64 KB shared-memory partition, two thread groups
 // (ablation/small_pipeline.cu: the paper's design, kept as an ablation).
