@@ -117,10 +117,17 @@ variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::
     out[1] = at::sum_to(gB, b_shape);
   }
   if (want_a) {
-    at::Tensor gT = f.left ? -at::matmul(G, X.mH()) : -at::matmul(X.mH(), G);
+    // The minus sign on G (k x n or m x k), not on the k x k product; the projection in place
+    // where the product is not a conj view: one k x k temporary in all.
+    const at::Tensor Gn = G.neg();
+    at::Tensor gT = f.left ? at::matmul(Gn, X.mH()) : at::matmul(X.mH(), Gn);
     if (f.trans == Trans::kT) gT = gT.mT();
     if (f.trans == Trans::kC) gT = gT.mH();
-    out[0] = at::sum_to(project(gT, f.upper, f.unit), a_shape);
+    if (gT.is_conj())
+      gT = project(gT, f.upper, f.unit);
+    else
+      f.upper ? gT.triu_(f.unit ? 1 : 0) : gT.tril_(f.unit ? -1 : 0);
+    out[0] = at::sum_to(gT, a_shape);
   }
   return out;
 }
