@@ -2,7 +2,7 @@
 
 Run from anywhere (the output folder is found from this file, not the working directory)::
 
-    python -m benchmarks                          # every suite (about 4 min on an H200)
+    python -m benchmarks                          # every suite (about 6-7 min on an H200)
     python -m benchmarks --suite small,batched    # some suites
     python -m benchmarks --quick                  # reduced sizes (CPU / CI smoke run)
     python -m benchmarks --dtypes f32,c128 --out /tmp/results
@@ -27,6 +27,10 @@ Suites:
     split     kernel time by kind (diagonal-block inversion, GEMM, small solve, other) from
               torch.profiler, at m = n = 1024 and 16384.
     overhead  host time per call issued back to back (hsma entry points, torch, torch.add).
+    clients   the shapes training code sends (narrow right-hand sides, Kalman batches, SVGP, squares),
+              forward and forward + backward (benchmarks/clients.py).
+    gpytorch  GPyTorch training steps (exact GP, SVGP) with torch's solve and routed to hsma's
+              (benchmarks/gp_clients.py; skipped when gpytorch is not installed).
 
 Both solvers run in the same process on the same inputs; speedup = torch / hsma (> 1: hsma
 faster) in every table. Each time is the median of 3 round medians (``--rounds``), each round a
@@ -39,9 +43,9 @@ the CPU path runs with smaller sizes and time.perf_counter timing; the GPU targe
 Statuses (report.STATUS_HELP): ok; flagged: noisy (round medians disagree by more than
 NOISY_SPREAD), implausible (slower than PLAUSIBLE allows for the case's flops and bytes), capped
 (calls so slow the case hit its time cap, TimingCfg.cap_s, and stopped early); skipped (budget)
-(a suite or --time-budget ran out: not a failure); failed: error, inaccurate, partial. A failing
-case does not stop the run; each suite's CSV is written as soon as the suite ends, so an
-interrupted run keeps the finished suites.
+(a suite or --time-budget ran out: not a failure), skipped (gpytorch not installed); failed: error,
+inaccurate, partial. A failing case does not stop the run; each suite's CSV is written as soon as
+the suite ends, so an interrupted run keeps the finished suites.
 """
 from __future__ import annotations
 
@@ -65,7 +69,7 @@ from . import report as rp
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
 
-SUITES = ("small", "batched", "large", "ablation", "split", "overhead")
+SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch")
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 # The earlier --cases names, mapped to the suite that now holds them.
@@ -167,11 +171,11 @@ PLANS = {
     ),
 }
 
-# Seconds after which a suite skips its remaining cases (a safety net for the ~4 minute GPU run;
+# Seconds after which a suite skips its remaining cases (a safety net for the ~7 minute GPU run;
 # scaled by --budget-scale, 0 = none). Typical H200 times are well below (see the README).
 BUDGETS = {
-    "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10),
-    "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10),
+    "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10, clients=140, gpytorch=90),
+    "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10, clients=60, gpytorch=60),
 }
 
 
@@ -607,8 +611,10 @@ class Ctx:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def timing(self, suite: str) -> TimingCfg:
-        base = TIMING["gpu" if self.is_cuda else "cpu"][suite]
+    def timing(self, suite: str, base: Optional[TimingCfg] = None) -> TimingCfg:
+        """The suite's TimingCfg (TIMING's, or ``base`` for a suite kept in its own module) with the CLI's
+        overrides applied."""
+        base = base or TIMING["gpu" if self.is_cuda else "cpu"][suite]
         cfg = TimingCfg(**vars(base))
         cfg.graph = cfg.graph and self.args.graph
         for k in ("target_s", "min_reps", "max_reps", "rounds"):
@@ -1276,6 +1282,18 @@ def suite_overhead(ctx: Ctx) -> SuiteResult:
     return SuiteResult(rows, cols, table, "overhead: host time per call", method)
 
 
+def suite_clients(ctx: Ctx) -> SuiteResult:
+    from . import clients  # imported here: it imports this module
+
+    return clients.suite_clients(ctx)
+
+
+def suite_gpytorch(ctx: Ctx) -> SuiteResult:
+    from . import gp_clients
+
+    return gp_clients.suite_gpytorch(ctx)
+
+
 SUITE_FUNCS = {
     "small": suite_small,
     "batched": suite_batched,
@@ -1283,6 +1301,8 @@ SUITE_FUNCS = {
     "ablation": suite_ablation,
     "split": suite_split,
     "overhead": suite_overhead,
+    "clients": suite_clients,
+    "gpytorch": suite_gpytorch,
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1405,10 +1425,15 @@ def _mode(is_cuda: bool, quick: bool, full: bool) -> str:
     return "cpu-quick" if quick else "cpu"
 
 
-def list_cases(suites, plan: dict, dtypes, seed: int = 0) -> list:
-    """Lines describing the cases of each suite (for --list)."""
+def list_cases(suites, plan: dict, dtypes, seed: int = 0, mode: str = "gpu") -> list:
+    """Lines describing the cases of each suite (for --list); ``mode`` picks the sizes of clients and gpytorch."""
     lines = []
     for s in suites:
+        if s in ("clients", "gpytorch"):
+            from . import clients, gp_clients
+
+            lines += (clients if s == "clients" else gp_clients).list_lines(mode, dtypes, seed)
+            continue
         if s == "small":
             jobs = small_cases(plan, dtypes, seed)
         elif s == "batched":
@@ -1495,7 +1520,7 @@ def main(argv=None) -> int:
     plan = PLANS[mode]
     if args.list:
         print(f"mode {mode}")
-        print("\n".join(list_cases(args.suites, plan, args.dtypes, args.seed)))
+        print("\n".join(list_cases(args.suites, plan, args.dtypes, args.seed, mode)))
         return 0
     if not is_cuda:
         why = "no CUDA device" if not torch.cuda.is_available() else "--device cpu"
@@ -1594,7 +1619,8 @@ def main(argv=None) -> int:
         print(f"{flagged} case(s) flagged ({', '.join(rp.FLAGGED)}): measured, but do not trust their values",
               file=sys.stderr)
     if skipped:
-        print(f"{skipped} case(s) skipped (time budget or lost CUDA context): not run, not failed", file=sys.stderr)
+        print(f"{skipped} case(s) skipped (time budget, lost CUDA context or a package not installed): not run, "
+              "not failed", file=sys.stderr)
     return 1 if (args.strict and (failed or interrupted)) else 0
 
 

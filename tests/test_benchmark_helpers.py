@@ -326,7 +326,8 @@ def test_parse_args_old_cases_and_dtypes():
 def test_output_names():
     names = bm.output_names(list(bm.SUITES))
     assert names == {"small": "small.csv", "batched": "batched.csv", "large": "large.csv", "ablation": "ablation.csv",
-                     "split": "split.csv", "overhead": "overhead.csv", "report": "report.md"}
+                     "split": "split.csv", "overhead": "overhead.csv", "clients": "clients.csv",
+                     "gpytorch": "gpytorch.csv", "report": "report.md"}
     assert bm.output_names(["large", "split"]) == {"large": "large.csv", "split": "split.csv", "report": "report.md"}
 
 
