@@ -195,22 +195,29 @@ constexpr int64_t kNarrowRhs = 64;          // right-hand-side columns (times ba
 constexpr int64_t kNarrowMaxNB = 512;       // ... and the largest NB taken for them
 constexpr int64_t kTwoLevelMinNB = 256;     // the smallest NB inverted in two levels
 
-constexpr int kSweepMaxCols = 16;    // right-hand-side columns per matrix the sweep takes at every order
-constexpr int64_t kSweepMaxK = 512;  // ... and the orders up to which it takes any number of them
-constexpr int64_t kSweepWideRowsK = 2048;  // float32 orders from which row blocks of 128 halve the chain
+// The sweep's range, from scripts/probes/sweep_crossover.py on the H200 (2026-12-03): it beats the
+// blocked path, eager, for up to 8 float32 columns (2 of 8 bytes, 1 of 16) per matrix from order
+// 384 (float32, order 1000, one column: 80 us against 204 eager, 66 against 120 on the GPU alone);
+// with more columns its chain of R x R products costs more than the blocked path's GEMMs.
+constexpr int64_t kSweepMinK = 384;
+int64_t sweep_max_cols(c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Float ? 8 : (dtype == c10::ScalarType::ComplexDouble ? 1 : 2);
+}
+constexpr int kSweepMaxCols = 16;          // the widest panel (kernels/sweep.cu)
+constexpr int64_t kSweepWideRowsK = 2048;  // float32 orders from which row blocks of 128 take 4+ columns
 
-// The sweep's parameters for `cols` columns per matrix (overrides first).
+// The sweep's parameters for `cols` columns per matrix (overrides first); tasks of 8 row blocks.
 SweepPlan plan_sweep(const BlockedShape& shape, int64_t cols, const Overrides& o) {
   SweepPlan s;
-  if (o.sweep_rows > 0)
-    s.rows = o.sweep_rows;
-  else
-    s.rows = shape.dtype == c10::ScalarType::Float && shape.k >= kSweepWideRowsK ? 128 : 64;
-  if (s.rows == 128 && shape.dtype != c10::ScalarType::Float) s.rows = 64;  // (kernels for float32 only)
+  s.segment = o.sweep_segment > 0 ? o.sweep_segment : 8;
   s.cols = 1;
   while (s.cols < cols && s.cols < kSweepMaxCols) s.cols *= 2;
   if (o.sweep_cols > 0) s.cols = o.sweep_cols;
-  if (o.sweep_segment > 0) s.segment = o.sweep_segment;
+  if (o.sweep_rows > 0)
+    s.rows = o.sweep_rows;
+  else
+    s.rows = shape.dtype == c10::ScalarType::Float && shape.k >= kSweepWideRowsK && s.cols >= 4 ? 128 : 64;
+  if (s.rows == 128 && shape.dtype != c10::ScalarType::Float) s.rows = 64;  // (kernels for float32 only)
   return s;
 }
 
@@ -220,17 +227,15 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
                         const std::string& table) {
   const int64_t k = shape.k;
   BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
-  // The sweep reads the triangle once per panel of columns, at memory speed where the chain of
-  // row blocks allows; the blocked path's GEMMs win once the columns are many and the order large.
-  // An explicit NB (nb, table_nb) asks for the blocked path.
+  // The sweep for a few columns per matrix (one launch after the inversion, the triangle read once);
+  // the blocked path's GEMMs otherwise. An explicit NB (nb, table_nb) asks for the blocked path.
   const int64_t cols = shape.rhs_cols / (shape.batch > 0 ? shape.batch : 1);
-  const bool sweep_auto = o.nb == 0 && o.table_nb == 0 && (cols <= kSweepMaxCols || k <= kSweepMaxK);
+  const bool sweep_auto = o.nb == 0 && o.table_nb == 0 && k >= kSweepMinK && cols <= sweep_max_cols(shape.dtype);
   if (o.sweep == 1 || (o.sweep == -1 && sweep_auto)) {
     BlockPlan sweep;
     sweep.path = LargePath::kSweep;
     sweep.sweep = plan_sweep(shape, cols, o);
-    sweep.source = std::string(o.sweep == 1 ? "override sweep" : "sweep") +
-                   (cols <= kSweepMaxCols ? " (narrow right-hand side)" : " (medium order)");
+    sweep.source = o.sweep == 1 ? "override sweep" : "sweep";
     return sweep;
   }
   if (o.nb > 0) {  // forced as it is: none of the rules below

@@ -130,21 +130,20 @@ def test_shipped_h200_plans_are_pinned(dtype, k, hsma_overrides):
 
 
 # Which path each (order k, right-hand-side columns per matrix) takes, by dtype: "s<R>x<NC>" the sweep
-# with row blocks of R and panels of NC columns (tasks of 4 row blocks), "b" the blocked path.
-# The sweep takes up to 16 columns at every order and any number up to order 512; row blocks of 128
-# for float32 from order 2048.
-PATH_COLS = (1, 2, 3, 8, 16, 17, 64, 4096)
+# with row blocks of R and panels of NC columns (tasks of 8 row blocks), "b" the blocked path.
+# The sweep takes up to 8 float32 columns (2 float64 or complex64, 1 complex128) from order 384; row
+# blocks of 128 for 4 or more float32 columns from order 2048.
+PATH_COLS = (1, 2, 3, 8, 9, 16, 4096)
 PATHS = {
-    ("float32", 65): "s64x1 s64x2 s64x4 s64x8 s64x16 s64x16 s64x16 s64x16",
-    ("float32", 512): "s64x1 s64x2 s64x4 s64x8 s64x16 s64x16 s64x16 s64x16",
-    ("float32", 513): "s64x1 s64x2 s64x4 s64x8 s64x16 b b b",
-    ("float32", 2047): "s64x1 s64x2 s64x4 s64x8 s64x16 b b b",
-    ("float32", 2048): "s128x1 s128x2 s128x4 s128x8 s128x16 b b b",
-    ("float32", 16384): "s128x1 s128x2 s128x4 s128x8 s128x16 b b b",
-    ("float64", 512): "s64x1 s64x2 s64x4 s64x8 s64x16 s64x16 s64x16 s64x16",
-    ("float64", 4096): "s64x1 s64x2 s64x4 s64x8 s64x16 b b b",
-    ("complex64", 300): "s64x1 s64x2 s64x4 s64x8 s64x16 s64x16 s64x16 s64x16",
-    ("complex128", 1000): "s64x1 s64x2 s64x4 s64x8 s64x16 b b b",
+    ("float32", 65): "b b b b b b b",
+    ("float32", 383): "b b b b b b b",
+    ("float32", 384): "s64x1 s64x2 s64x4 s64x8 b b b",
+    ("float32", 2047): "s64x1 s64x2 s64x4 s64x8 b b b",
+    ("float32", 2048): "s64x1 s64x2 s128x4 s128x8 b b b",
+    ("float32", 16384): "s64x1 s64x2 s128x4 s128x8 b b b",
+    ("float64", 4096): "s64x1 s64x2 b b b b b",
+    ("complex64", 1000): "s64x1 s64x2 b b b b b",
+    ("complex128", 1000): "s64x1 b b b b b b",
 }
 
 
@@ -156,14 +155,14 @@ def test_paths_are_pinned(dtype, k, hsma_overrides):
             plan = _plan(dtype, k, cols * batch, batch=batch)
             got = f"s{plan.rows}x{plan.cols}" if plan.path == "sweep" else "b"
             assert got == want, f"{cols} columns, batch {batch}: {plan}"
-            assert plan.path == "blocked" or plan.segment == 4
+            assert plan.path == "blocked" or plan.segment == 8
 
 
 def test_sweep_overrides(hsma_overrides):
     hsma_overrides(sweep=1, sweep_rows=128, sweep_cols=2, sweep_segment=9)
     plan = _plan("float32", 3000, "k")
     assert (plan.path, plan.rows, plan.cols, plan.segment) == ("sweep", 128, 2, 9)
-    assert plan.source == "override sweep (medium order)"
+    assert plan.source == "override sweep"
     assert _plan("float64", 3000, 1).rows == 64  # row blocks of 128: float32 only
     hsma_overrides(sweep=0, sweep_rows=None, sweep_cols=None, sweep_segment=None)
     assert _plan("float32", 100, 1).path == "blocked"
