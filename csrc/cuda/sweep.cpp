@@ -46,27 +46,6 @@ bool sweep_solve(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, con
   p.max_blocks = overrides().max_blocks;
   if (sweep_tasks(p) >= 0x7fffffff) return false;
   const auto stream = c10::cuda::getCurrentCUDAStream();
-  const int64_t nblk = sweep_blocks(p), tile = int64_t(p.rows) * p.rows;
-
-  // The inverses of the diagonal blocks of L (the canonical, lower triangle), R x R tiles.
-  const at::Tensor inv = at::empty({A3.size(0), nblk * tile}, A3.options().dtype(A3.scalar_type()));
-  DiagInverseProblem<K> d;
-  d.m = p.m;
-  d.nb = p.rows;
-  d.batch = A3.size(0);
-  d.A = p.L;
-  d.a = p.l;
-  d.a_batch_stride = p.l_batch;
-  d.out = reinterpret_cast<K*>(inv.data_ptr());
-  d.out_pitch = p.rows;
-  d.out_block_stride = tile;
-  d.out_batch_stride = nblk * tile;
-  d.conj = p.conj;
-  d.unit = p.unit;
-  check_launch(launch_diag_inverse<K>(d, stream), "launching the diagonal-block inverse kernel");
-  p.inv = d.out;
-  p.inv_batch = A3.size(0) == 1 ? 0 : nblk * tile;
-
   const at::Tensor work = at::empty({sweep_workspace_words(p)}, A3.options().dtype(at::kLong));
   check_launch(cudaMemsetAsync(work.data_ptr(), 0, work.nbytes(), stream), "zeroing the sweep's workspace");
   p.work = reinterpret_cast<unsigned long long*>(work.data_ptr());

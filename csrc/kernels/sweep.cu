@@ -9,8 +9,9 @@
 //   - every task but the last of its row block publishes its partial sum;
 //   - the last (the owner) adds the others' partial sums in a fixed order (the result does not
 //     depend on timing), then waits for X's block i-1, the only wait on the critical path, and
-//     multiplies by the inverse of the diagonal block, which it loaded while waiting (inverted
-//     beforehand by launch_diag_inverse), and publishes X's block i.
+//     multiplies by the inverse of the diagonal block, which it computed while waiting (the owners
+//     start together, so only the first row blocks wait for their inversion), and publishes X's
+//     block i.
 // Values are published as tagged words: each 32 bits of a value beside a nonzero tag in one 64-bit
 // word, which a store writes and a load reads whole. A reader polls the words it needs until
 // their tags are set: one memory round trip per hand-off, no flag and no fence.
@@ -21,8 +22,8 @@
 //
 // Inverses that are not accurate (an entry that is inf, nan or subnormal: a pivot whose reciprocal
 // overflows or underflows) are not used: the owner substitutes in the diagonal block instead,
-// dividing by each pivot. Without inverses at all (inv == nullptr) every block is substituted:
-// the blocked path's repair launch (blocked.cpp), which does nothing unless *repair is set.
+// dividing by each pivot. The blocked path's repair launch (blocked.cpp) substitutes in every block,
+// and does nothing unless one of its flags is set.
 #include "trsm_problem.h"
 
 namespace hsma {
@@ -89,14 +90,14 @@ template <int R> struct TileWalk {
 
 template <typename T, int R>
 __device__ inline void load_tile(T (&v)[SweepShape<R>::kPerThread], const T* L, MatrixRef l, int rows, bool conj,
-                                 const TileWalk<R>& w) {
+                                 const TileWalk<R>& w, int cols = R) {
   constexpr int kStep = TileWalk<R>::kStep;
   const T* src = L + w.rr * l.row + w.cc * l.col;
   const int64_t step = kStep * (w.row_major ? l.row : l.col);
 #pragma unroll
   for (int u = 0; u < SweepShape<R>::kPerThread; ++u) {
-    const int rr = w.row_major ? w.rr + u * kStep : w.rr;
-    v[u] = rr < rows ? conj_if(src[u * step], conj) : T(0);
+    const int rr = w.row_major ? w.rr + u * kStep : w.rr, cc = w.row_major ? w.cc : w.cc + u * kStep;
+    v[u] = rr < rows && cc < cols ? conj_if(src[u * step], conj) : T(0);
   }
 }
 
@@ -135,6 +136,31 @@ template <typename T, int R, int NC> __device__ inline void row_sum(T (&acc)[NC]
     for (int c = 0; c < NC; ++c) acc[c] = acc[c] + shfl(acc[c], q ^ off, kRowThreads);
 }
 
+// The inverse of the diagonal block D (in D, `rows` x `rows`, lower; unit: ones on the diagonal)
+// into inv, zero elsewhere: column c by substitution against e_c, one thread per column, four
+// partial sums per row to shorten the chain of dependent products; dividing by each pivot.
+template <typename T, int R>
+__device__ void invert_block(const T* D, T* inv, int rows, bool unit) {
+  constexpr int kPitch = SweepShape<R>::kPitch;
+  const int c = static_cast<int>(threadIdx.x);
+  if (c >= R) return;
+  for (int rr = 0; rr < R; ++rr) {
+    T y = T(0);
+    if (c < rows && rr >= c && rr < rows) {
+      T s[4] = {T(rr == c ? 1 : 0), T(0), T(0), T(0)};
+      const T* drow = D + rr * kPitch;
+      int j = c;
+      for (; j + 3 < rr; j += 4)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) s[h] = fms(s[h], drow[j + h], inv[(j + h) * kPitch + c]);
+      for (; j < rr; ++j) s[0] = fms(s[0], drow[j], inv[j * kPitch + c]);
+      y = (s[0] + s[1]) + (s[2] + s[3]);
+      if (!unit) y = y / drow[rr];
+    }
+    inv[rr * kPitch + c] = y;  // (each thread reads only its own column: no barrier)
+  }
+}
+
 // Solves D y = xs in place (D: the diagonal block at Ld, `rows` rows), column by column,
 // dividing by each pivot.
 template <typename T, int R, int NC>
@@ -169,7 +195,7 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
   constexpr int kPitch = Shape::kPitch;
   extern __shared__ __align__(16) unsigned char sweep_smem[];
   T* Ls = reinterpret_cast<T*>(sweep_smem);  // the current tile of L
-  T* Is = Ls + R * kPitch;                    // the owner's diagonal-block inverse
+  T* Is = Ls + R * kPitch;                    // the inverse of the owner's diagonal block
   T* xs = Is + R * kPitch;                    // a block of X (R x NC), then the diagonal right-hand side
   T* bs = xs + R * NC;                        // the owner's alpha B_i
   __shared__ int64_t task_shared;
@@ -208,7 +234,7 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
     const T* Lr = p.L + e * p.l_batch + row0 * p.l.row;  // row block i
     T* Xp = p.X + e * p.x_batch + c0 * p.x.col;
 
-    bool substituting = p.inv == nullptr;
+    bool substituting = p.repair != nullptr;
     if (owner) {  // off the critical path: alpha B_i and the inverse of the diagonal block
       const T* Bp = p.B + e * p.b_batch + c0 * p.b.col;
       for (int v = tid; v < R * NC; v += kSweepThreads) {
@@ -216,16 +242,15 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
         bs[v] = rr < rows && c < nc ? p.alpha * Bp[(row0 + rr) * p.b.row + c * p.b.col] : T(0);
       }
       if (!substituting) {
-        const T* I = p.inv + e * p.inv_batch + i * R * R;
+        T d[Shape::kPerThread];  // the diagonal block (its strictly upper part is loaded, never used)
+        load_tile<T, R>(d, Lr + row0 * p.l.col, p.l, rows, p.conj, walk, rows);
+        store_tile<T, R>(d, Ls, walk);
+        __syncthreads();
+        invert_block<T, R>(Ls, Is, rows, p.unit);
+        __syncthreads();
         bool bad = false;
-#pragma unroll 4
-        for (int u = 0; u < Shape::kPerThread; ++u) {
-          const int v = tid + u * kSweepThreads;
-          const T x = I[v];
-          bad = bad || inaccurate(x);
-          Is[(v / R) * kPitch + v % R] = x;
-        }
-        substituting = __syncthreads_or(bad);
+        for (int v = tid; v < R * R; v += kSweepThreads) bad = bad || inaccurate(Is[(v / R) * kPitch + v % R]);
+        substituting = __syncthreads_or(bad);  // (also: Ls is free again)
       }
     }
 

@@ -112,7 +112,8 @@ template <typename T> int64_t diag_inverse_tasks(const DiagInverseProblem<T>& p)
 // The sweep (kernels/sweep.cu): L X = alpha B for orders above 64 and panels of at most 16 columns,
 // in one launch that reads L once per panel. L's rows are cut into blocks of R (`rows`); a task
 // multiplies up to G (`segment`) blocks of its row block by solved blocks of X as they become ready,
-// and the last task of each row block (its owner) applies the block's inverse (or substitutes).
+// and the last task of each row block (its owner) applies the block's inverse, which it computes
+// (or substitutes).
 // Batch entries: e * *_batch elements apart (0: shared); the panels of B's columns are independent
 // chains of the same solve.
 template <typename T>
@@ -121,9 +122,6 @@ struct SweepProblem {
   const T* L = nullptr; MatrixRef l; int64_t l_batch = 0;
   const T* B = nullptr; MatrixRef b; int64_t b_batch = 0;
   T* X = nullptr;       MatrixRef x; int64_t x_batch = 0;  // may alias B: the owner reads B_i before writing X_i
-  // Inverses of the R x R diagonal blocks of L (row-major R x R tiles, block i at inv + i * R * R,
-  // zero outside a shorter last block; launch_diag_inverse with nb = pitch = R); nullptr: substitute.
-  const T* inv = nullptr; int64_t inv_batch = 0;
   bool conj = false, unit = false;
   T alpha = T(1);
   int rows = 64;     // R: 64, or 128 (float only)
@@ -132,8 +130,9 @@ struct SweepProblem {
   // Workspace, sweep_workspace_words(p) 64-bit words, zeroed: a ticket counter, then the solved
   // blocks of X and the tasks' partial sums as tagged words (sweep.cu).
   unsigned long long* work = nullptr;
-  // The blocked path's repair (inv == nullptr, one block of threads, G >= blocks - 1): nothing
-  // unless one of repair[0 .. repair_count) is set; the launch then zeroes `work` itself.
+  // The blocked path's repair (one block of threads, G >= blocks - 1, substitution in every
+  // diagonal block): nothing unless one of repair[0 .. repair_count) is set; the launch then
+  // zeroes `work` itself.
   const int* repair = nullptr;
   int64_t repair_count = 0;
   int64_t max_blocks = 0;     // cap on the grid (tests)
