@@ -63,6 +63,7 @@ void sweep_repair(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, co
   if (sweep_tasks(p) >= 0x7fffffff) return;  // (no repair for a solve that large)
   p.repair = inaccurate.data_ptr<int>();
   p.repair_count = inaccurate.numel();
+  p.repair_per_entry = inaccurate.numel() / A3.size(0);  // (the inversion's tasks, batch entry outermost)
   const at::Tensor work = at::empty({sweep_workspace_words(p)}, A3.options().dtype(at::kLong));  // zeroed if used
   p.work = reinterpret_cast<unsigned long long*>(work.data_ptr());
   check_launch(launch_sweep<K>(p, c10::cuda::getCurrentCUDAStream()), "launching the repair sweep");

@@ -231,6 +231,12 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
     const int nc = static_cast<int>(p.n - c0 < NC ? p.n - c0 : NC);
     const int64_t row0 = i * R;
     const int rows = static_cast<int>(p.m - row0 < R ? p.m - row0 : R);
+    if (p.repair != nullptr) {  // a batch entry whose triangle's inverses were all accurate keeps its X
+      const int* flags = p.repair + (p.l_batch != 0 ? e : 0) * p.repair_per_entry;
+      bool flagged = false;
+      for (int64_t v = tid; v < p.repair_per_entry; v += kSweepThreads) flagged = flagged || flags[v] != 0;
+      if (!__syncthreads_or(flagged)) continue;
+    }
     const T* Lr = p.L + e * p.l_batch + row0 * p.l.row;  // row block i
     T* Xp = p.X + e * p.x_batch + c0 * p.x.col;
 

@@ -131,10 +131,11 @@ struct SweepProblem {
   // blocks of X and the tasks' partial sums as tagged words (sweep.cu).
   unsigned long long* work = nullptr;
   // The blocked path's repair (one block of threads, G >= blocks - 1, substitution in every
-  // diagonal block): nothing unless one of repair[0 .. repair_count) is set; the launch then
-  // zeroes `work` itself.
+  // diagonal block): nothing unless one of repair[0 .. repair_count) is set (the launch then
+  // zeroes `work` itself), and only the batch entries whose triangle has a flag set (repair_count /
+  // the triangle's batch entries flags each, in order).
   const int* repair = nullptr;
-  int64_t repair_count = 0;
+  int64_t repair_count = 0, repair_per_entry = 0;
   int64_t max_blocks = 0;     // cap on the grid (tests)
 };
 
