@@ -295,8 +295,8 @@ PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool
                         c10::string_view capability, c10::string_view table, int64_t batch) {
   const BlockPlan p = plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
                                     BlockedShape{dtype, k, rhs_cols, a_shared, batch}, overrides(), std::string(table));
-  return {p.nb,         variant_name(p.variant), p.ib,           p.source, p.path == LargePath::kSweep ? "sweep" : "blocked",
-          p.sweep.rows, p.sweep.cols,            p.sweep.segment};
+  const char* path = p.path == LargePath::kSweep ? "sweep" : "blocked";
+  return {p.nb, variant_name(p.variant), p.ib, p.source, path, p.sweep.rows, p.sweep.cols, p.sweep.segment};
 }
 
 }  // namespace

@@ -328,8 +328,8 @@ hsmaError_t launch_sweep_as(const SweepProblem<T>& p, hsmaStream_t stream) {
   static std::atomic<int> blocks_per_sm[64];
   constexpr size_t smem = sweep_smem_bytes<T, R, NC>();
   int per_sm = 0;
-  const hsmaError_t err =
-      resident_blocks(reinterpret_cast<const void*>(&sweep_kernel<T, R, NC>), kSweepThreads, smem, blocks_per_sm, &per_sm);
+  const void* kernel = reinterpret_cast<const void*>(&sweep_kernel<T, R, NC>);
+  const hsmaError_t err = resident_blocks(kernel, kSweepThreads, smem, blocks_per_sm, &per_sm);
   if (err != hsmaSuccess) return err;
   const int64_t nblk = sweep_blocks(p), npanels = (p.n + NC - 1) / NC;
   const int64_t per_chain = sweep_tasks_before(nblk, p.segment), ntasks = sweep_tasks(p);
