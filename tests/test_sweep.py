@@ -122,3 +122,17 @@ def test_sweep_is_deterministic(device, gen, hsma_overrides):
     X = torch.ops.hsma.trsm(A, B)
     for _ in range(5):
         assert torch.equal(torch.ops.hsma.trsm(A, B), X)
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+@pytest.mark.parametrize("k", [127, 128, 129, 255, 256, 257, 511, 512, 513, 1025])
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 17])
+def test_sweep_block_edges(device, dtype, k, n, gen, hsma_overrides):
+    """Orders around the row blocks (64, 128) and the task boundaries (8 row blocks: 512, 1024), and every
+    panel width (n = 17: a full panel of 16 and one of 1); the unused triangle is NaN (make_triangular)."""
+    hsma_overrides(sweep=1)
+    upper = k % 2 == 1
+    A = make_triangular(k, dtype=dtype, upper=upper, device=device, gen=gen)
+    B = make_rhs((k, n), dtype=dtype, device=device, gen=gen)
+    call_and_check(A, B, upper=upper)
