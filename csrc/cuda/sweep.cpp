@@ -44,7 +44,7 @@ bool sweep_solve(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, con
   p.cols = plan.cols;
   p.segment = plan.segment;
   p.max_blocks = overrides().max_blocks;
-  if (sweep_tasks(p) >= 0x7fffffff) return false;
+  if (sweep_tasks(p) >= 0x7fffffff || !sweep_fits(p)) return false;
   const auto stream = c10::cuda::getCurrentCUDAStream();
   const at::Tensor work = at::empty({sweep_workspace_words(p)}, A3.options().dtype(at::kLong));
   check_launch(cudaMemsetAsync(work.data_ptr(), 0, work.nbytes(), stream), "zeroing the sweep's workspace");
@@ -58,11 +58,12 @@ void sweep_repair(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, co
                   const at::Tensor& inaccurate) {
   using K = typename kernel_type<S>::type;
   SweepProblem<K> p = sweep_problem<K>(A3, B3, X3, args);
-  p.cols = 16;
   p.segment = static_cast<int>(std::min<int64_t>(sweep_blocks(p), 1 << 30));  // one task per row block
-  if (sweep_tasks(p) >= 0x7fffffff) return;  // (no repair for a solve that large)
   p.repair = inaccurate.data_ptr<int>();
   p.repair_count = inaccurate.numel();
+  p.cols = 16;
+  while (p.cols > 1 && !sweep_fits(p)) p.cols /= 2;  // panels as wide as the GPU's shared memory allows
+  if (sweep_tasks(p) >= 0x7fffffff || !sweep_fits(p)) return;  // (no repair: README, Limitations)
   p.repair_per_entry = inaccurate.numel() / A3.size(0);  // (the inversion's tasks, batch entry outermost)
   const at::Tensor work = at::empty({sweep_workspace_words(p)}, A3.options().dtype(at::kLong));  // zeroed if used
   p.work = reinterpret_cast<unsigned long long*>(work.data_ptr());

@@ -173,6 +173,7 @@ struct DeviceInfo {
   int multiprocessors = 0;
   int warp_size = 0;
   int cc_major = 0;  // compute capability (major) on CUDA; 0 on AMD
+  int shared_optin = 0;  // the most dynamic shared memory a block can opt in to, bytes
 };
 
 inline DeviceInfo current_device_info() {
@@ -188,13 +189,16 @@ inline DeviceInfo current_device_info() {
     info.device = dev;
 #if HSMA_HIP
     (void)hipDeviceGetAttribute(&info.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
+    (void)hipDeviceGetAttribute(&info.shared_optin, hipDeviceAttributeMaxSharedMemoryPerBlock, dev);
     (void)hipDeviceGetAttribute(&info.warp_size, hipDeviceAttributeWarpSize, dev);
 #else
+    (void)cudaDeviceGetAttribute(&info.shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     (void)cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
     (void)cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
     (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);  // (last: marks the entry filled)
 #endif
     if (info.multiprocessors <= 0) info.multiprocessors = 80;
+    if (info.shared_optin <= 0) info.shared_optin = kSharedBudgetBytes;
     if (info.warp_size <= 0) info.warp_size = 32;
   }
   return info;

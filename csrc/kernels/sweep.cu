@@ -44,9 +44,6 @@ template <typename T, int R, int NC> constexpr int sweep_min_blocks() {
   return R == 64 && sizeof(T) == sizeof(typename real_of<T>::type) && sizeof(T) * NC <= 64 ? 2 : 1;
 }
 
-template <typename T, int R, int NC> constexpr size_t sweep_smem_bytes() {
-  return sizeof(T) * (2 * size_t(R) * SweepShape<R>::kPitch + 2 * size_t(R) * NC);
-}
 
 // A value as sizeof(T) / 4 tagged words (see the top of the file), written and read whole.
 template <typename T> constexpr int kTaggedWords = static_cast<int>(sizeof(T) / 4);
@@ -194,22 +191,25 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
   using Shape = SweepShape<R>;
   constexpr int kPitch = Shape::kPitch;
   extern __shared__ __align__(16) unsigned char sweep_smem[];
+  const bool repair = p.repair != nullptr;
   T* Ls = reinterpret_cast<T*>(sweep_smem);  // the current tile of L
-  T* Is = Ls + R * kPitch;                    // the inverse of the owner's diagonal block
-  T* xs = Is + R * kPitch;                    // a block of X (R x NC), then the diagonal right-hand side
+  T* Is = Ls + R * kPitch;                    // the inverse of the owner's diagonal block (not in a repair)
+  T* xs = Is + (repair ? 0 : R * kPitch);     // a block of X (R x NC), then the diagonal right-hand side
   T* bs = xs + R * NC;                        // the owner's alpha B_i
   __shared__ int64_t task_shared;
 
   const int64_t chains = ntasks / per_chain, g = p.segment;
   const int tid = static_cast<int>(threadIdx.x), r = tid / Shape::kRowThreads, q = tid % Shape::kRowThreads;
   constexpr int W = kTaggedWords<T>;
-  Word* xw = p.work + 1;                              // X: [chain][row][column], W words each
-  Word* pw = xw + chains * nblk * R * NC * W;         // partial sums: [task][row][column]
-  if (p.repair != nullptr) {  // one block: nothing to do unless an inverse was inaccurate
+  const int64_t chain_words = nblk * R * NC * W;
+  Word* xw = p.work + 1;                                   // X: [chain][row][column], W words each
+  Word* pw = xw + (repair ? 1 : chains) * chain_words;     // partial sums: [task][row][column]
+  if (repair) {  // one block: nothing to do unless an inverse was inaccurate
     bool any = false;
     for (int64_t v = tid; v < p.repair_count; v += kSweepThreads) any = any || p.repair[v] != 0;
     if (!__syncthreads_or(any)) return;
-    for (int64_t v = tid; v < pw - p.work; v += kSweepThreads) p.work[v] = 0;  // (G >= blocks - 1: no partials)
+    if (tid == 0) p.work[0] = 0;  // the counter (the exchange is zeroed per chain below; no partials)
+    __threadfence_block();
     __syncthreads();
   }
   unsigned* counter = reinterpret_cast<unsigned*>(p.work);
@@ -231,22 +231,27 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
     const int nc = static_cast<int>(p.n - c0 < NC ? p.n - c0 : NC);
     const int64_t row0 = i * R;
     const int rows = static_cast<int>(p.m - row0 < R ? p.m - row0 : R);
-    if (p.repair != nullptr) {  // a batch entry whose triangle's inverses were all accurate keeps its X
+    if (repair) {  // a batch entry whose triangle's inverses were all accurate keeps its X
       const int* flags = p.repair + (p.l_batch != 0 ? e : 0) * p.repair_per_entry;
       bool flagged = false;
       for (int64_t v = tid; v < p.repair_per_entry; v += kSweepThreads) flagged = flagged || flags[v] != 0;
       if (!__syncthreads_or(flagged)) continue;
+      if (t % per_chain == 0) {  // a chain's first task: its exchange area (one, reused chain after chain)
+        for (int64_t v = tid; v < chain_words; v += kSweepThreads) xw[v] = 0;
+        __syncthreads();
+      }
     }
     const T* Lr = p.L + e * p.l_batch + row0 * p.l.row;  // row block i
     T* Xp = p.X + e * p.x_batch + c0 * p.x.col;
 
-    bool substituting = p.repair != nullptr;
+    bool substituting = repair;
     if (owner) {  // off the critical path: alpha B_i and the inverse of the diagonal block
       const T* Bp = p.B + e * p.b_batch + c0 * p.b.col;
       for (int v = tid; v < R * NC; v += kSweepThreads) {
         const int rr = v / NC, c = v % NC;
         bs[v] = rr < rows && c < nc ? p.alpha * Bp[(row0 + rr) * p.b.row + c * p.b.col] : T(0);
       }
+      __syncthreads();  // (bs is read by other threads below, with or without a tile in between)
       if (!substituting) {
         T d[Shape::kPerThread];  // the diagonal block (its strictly upper part is loaded, never used)
         load_tile<T, R>(d, Lr + row0 * p.l.col, p.l, rows, p.conj, walk, rows);
@@ -274,7 +279,7 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
 #pragma unroll
           for (int c = 0; c < NC; ++c) acc[c] = acc[c] + get_tagged<T>(pw + (((first + o) * R + r) * NC + c) * W);
       }
-      const Word* xj = xw + (chain * nblk + j) * R * NC * W;  // X's block j, as it is published
+      const Word* xj = xw + (repair ? 0 : chain) * chain_words + j * R * NC * W;  // X's block j, as published
       for (int v = tid; v < R * NC; v += kSweepThreads) xs[v] = v % NC < nc ? get_tagged<T>(xj + v * W) : T(0);
       __syncthreads();
       tile_product<T, R, NC>(Ls, xs, acc, r, q);
@@ -288,7 +293,7 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
         for (int c = 0; c < NC; ++c) put_tagged(pw + ((t * R + r) * NC + c) * W, acc[c]);
       continue;
     }
-    Word* xi = xw + (chain * nblk + i) * R * NC * W;  // X's block i, published for the tasks below
+    Word* xi = xw + (repair ? 0 : chain) * chain_words + i * R * NC * W;  // X's block i, for the tasks below
 
     // The diagonal block: X_i = inv(L_ii) (alpha B_i - sum_j L_ij X_j).
     if (q == 0)
@@ -326,11 +331,25 @@ sweep_kernel(SweepProblem<T> p, int64_t nblk, int64_t npanels, int64_t per_chain
 template <typename T, int R, int NC>
 hsmaError_t launch_sweep_as(const SweepProblem<T>& p, hsmaStream_t stream) {
   static std::atomic<int> blocks_per_sm[64];
-  constexpr size_t smem = sweep_smem_bytes<T, R, NC>();
-  int per_sm = 0;
+  const size_t smem = sweep_shared_bytes(p);
   const void* kernel = reinterpret_cast<const void*>(&sweep_kernel<T, R, NC>);
-  const hsmaError_t err = resident_blocks(kernel, kSweepThreads, smem, blocks_per_sm, &per_sm);
-  if (err != hsmaSuccess) return err;
+  int per_sm = 1;
+  if (p.repair == nullptr) {
+    const hsmaError_t err = resident_blocks(kernel, kSweepThreads, smem, blocks_per_sm, &per_sm);
+    if (err != hsmaSuccess) return err;
+  } else if (smem > 48 * 1024) {  // (never below what a solve opted in to: its launches would fail)
+    const size_t solving = sweep_shared_bytes<T>(R, NC, false);
+    const size_t optin = solving <= size_t(current_device_info().shared_optin) ? solving : smem;
+    const hsmaError_t err =
+        hsmaFuncSetAttribute(kernel, hsmaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(optin));
+    if (err != hsmaSuccess) {
+#if HSMA_HIP
+      (void)hsmaGetLastError();  // (an AMD block has its LDS without opting in)
+#else
+      return err;
+#endif
+    }
+  }
   const int64_t nblk = sweep_blocks(p), npanels = (p.n + NC - 1) / NC;
   const int64_t per_chain = sweep_tasks_before(nblk, p.segment), ntasks = sweep_tasks(p);
   // Resident blocks (more would only wait for a turn); the repair is one block.

@@ -151,14 +151,26 @@ template <typename T> int64_t sweep_tasks(const SweepProblem<T>& p) {
   return sweep_chains(p) * sweep_tasks_before(sweep_blocks(p), p.segment);
 }
 // A value of X or of a partial sum is exchanged as sizeof(T) / 4 words: 32 bits of it beside a tag.
+// (A repair solves one chain after another in one block: one chain's area, reused.)
 template <typename T> int64_t sweep_exchange_words(const SweepProblem<T>& p) {
-  return sweep_chains(p) * sweep_blocks(p) * p.rows * p.cols * int64_t(sizeof(T) / 4);
+  return (p.repair != nullptr ? 1 : sweep_chains(p)) * sweep_blocks(p) * p.rows * p.cols * int64_t(sizeof(T) / 4);
 }
 template <typename T> int64_t sweep_partial_words(const SweepProblem<T>& p) {
   return p.segment < sweep_blocks(p) - 1 ? sweep_tasks(p) * p.rows * p.cols * int64_t(sizeof(T) / 4) : 0;
 }
 template <typename T> int64_t sweep_workspace_words(const SweepProblem<T>& p) {
   return 1 + sweep_exchange_words(p) + sweep_partial_words(p);
+}
+// Dynamic shared memory of a launch: a tile of L, the inverse of a diagonal block (not in a repair),
+// a block of X and one of B; and whether it fits the current device (sweep.cu).
+template <typename T> size_t sweep_shared_bytes(int rows, int cols, bool repair) {
+  return sizeof(T) * ((repair ? 1 : 2) * size_t(rows) * (rows + 1) + 2 * size_t(rows) * cols);
+}
+template <typename T> size_t sweep_shared_bytes(const SweepProblem<T>& p) {
+  return sweep_shared_bytes<T>(p.rows, p.cols, p.repair != nullptr);
+}
+template <typename T> bool sweep_fits(const SweepProblem<T>& p) {
+  return sweep_shared_bytes(p) <= size_t(current_device_info().shared_optin);
 }
 
 // Launchers (defined in the .cu files, explicitly instantiated for float, double,
