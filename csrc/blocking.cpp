@@ -226,9 +226,8 @@ SweepPlan plan_sweep(const BlockedShape& shape, int64_t cols, const Overrides& o
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
                         const std::string& table) {
   const int64_t k = shape.k;
-  BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
-  // The sweep for a few columns per matrix (one launch after the inversion, the triangle read once);
-  // the blocked path's GEMMs otherwise. An explicit NB (nb, table_nb) asks for the blocked path.
+  // The sweep for a few columns per matrix (one launch, the triangle read once per panel); the
+  // blocked path's GEMMs otherwise. An explicit NB (nb, table_nb) asks for the blocked path.
   const int64_t cols = shape.rhs_cols / (shape.batch > 0 ? shape.batch : 1);
   const bool sweep_auto = o.nb == 0 && o.table_nb == 0 && k >= kSweepMinK && cols <= sweep_max_cols(shape.dtype);
   if (o.sweep == 1 || (o.sweep == -1 && sweep_auto)) {
@@ -238,6 +237,7 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
     sweep.source = o.sweep == 1 ? "override sweep" : "sweep";
     return sweep;
   }
+  BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
   if (o.nb > 0) {  // forced as it is: none of the rules below
     plan.nb = o.nb;
     plan.source = "override nb";

@@ -110,7 +110,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
   if (plan.path == LargePath::kSweep) {
     if (sweep_solve<S>(A3, B3, X3, args, plan.sweep)) return;
-    Overrides blocked = overrides();  // too many tasks for one launch: the blocked path's plan
+    Overrides blocked = overrides();  // (the sweep did not fit: the blocked path's plan)
     blocked.sweep = 0;
     plan = plan_blocking(device_identity(), shape, blocked);
   }
@@ -223,7 +223,6 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   // make the products above inexact: then one more launch solves again by substitution.
   if (inaccurate.defined()) sweep_repair<S>(A3, B3, X3, args, inaccurate);
 }
-
 
 #define HSMA_INSTANTIATE(S) \
   template void blocked_solve<S>(const at::Tensor&, const at::Tensor&, at::Tensor&, const TrsmArgs&, const TrsmShape&);

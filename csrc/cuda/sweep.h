@@ -1,5 +1,5 @@
 // The sweep's host side (kernels/sweep.cu): solves of order above 64 against panels of at most 16
-// columns, in one launch after the inversion of the diagonal blocks; and the blocked path's repair.
+// columns, in one launch after zeroing its workspace; and the blocked path's repair.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -10,7 +10,8 @@ namespace hsma {
 
 // Solves op(A) X = alpha B (or the right-side form) for A3 (1 or bt, k, k) and B3 (bt, m, n) into
 // X3 (bt, m, n, fresh) with the plan's row block, panel width and task length. false (nothing
-// launched): more tasks than one launch takes; the caller solves another way.
+// launched): more tasks than one launch takes, or more shared memory than the GPU has; the caller
+// solves another way.
 template <typename S>
 bool sweep_solve(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, const TrsmArgs& args,
                  const SweepPlan& plan);

@@ -44,7 +44,6 @@ template <typename T, int R, int NC> constexpr int sweep_min_blocks() {
   return R == 64 && sizeof(T) == sizeof(typename real_of<T>::type) && sizeof(T) * NC <= 64 ? 2 : 1;
 }
 
-
 // A value as sizeof(T) / 4 tagged words (see the top of the file), written and read whole.
 template <typename T> constexpr int kTaggedWords = static_cast<int>(sizeof(T) / 4);
 using Word = unsigned long long;
