@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,12 @@ struct TrsmShape {
   }
 };
 
-// The dtypes with kernels: float32, float64, complex64, complex128.
+// The dtypes the op takes: float32, float64, complex64, complex128, and the half types below.
 bool supported_dtype(at::ScalarType t);
+// bfloat16 and float16: solved in float32 arithmetic, the result rounded once to the input's dtype.
+bool half_dtype(at::ScalarType t);
+// t converted to float32, its broadcast (stride-0) dims converted once and expanded again.
+at::Tensor as_float32(const at::Tensor& t);
 // `what(S)` for each of their C++ types (explicit instantiations of the CUDA backend's templates).
 #define HSMA_FOR_EACH_DTYPE(what) what(float) what(double) what(c10::complex<float>) what(c10::complex<double>)
 
@@ -73,6 +78,13 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // functorch, Python modes, profiler) is honoured, with no Python argument parsing.
 at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                      bool unit, const c10::Scalar& alpha);
+
+// Checks the argument of torch.ops.hsma.trtri (dimensions, squareness, dtype; out_dtype a supported
+// dtype, complex exactly when A is) and returns the result's dtype.
+at::ScalarType check_trtri(const at::Tensor& A, std::optional<at::ScalarType> out_dtype, const char* op);
+// inv(A) of triangular A (upper or lower; unit: the diagonal is 1, not read) by a solve against an
+// identity (bfloat16 / float16 in float32), projected on the triangle, in dtype `out`.
+at::Tensor trtri_by_solve(const at::Tensor& A, bool upper, bool unit, at::ScalarType out);
 
 // Extra checks for the in-place form: B must already have the result's shape, must not have
 // overlapping memory, and must not share memory with A.

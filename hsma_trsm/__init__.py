@@ -9,13 +9,17 @@ Public API:
         drop-in for torch.linalg.solve_triangular;
     trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1)
         the BLAS-style solve op(A) X = alpha B (left) or X op(A) = alpha B (right);
-    trsm_(A, B, ...) the same in place: writes X into B and returns B.
+    trsm_(A, B, ...) the same in place: writes X into B and returns B;
+    inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=None)
+        inverses of triangular matrices (LAPACK's trtri, batched).
+
+Dtypes: float32, float64, complex64, complex128, and bfloat16 / float16 in float32 arithmetic.
 
 Arguments are checked as torch checks them (TypeError naming the argument: flags exactly bool, A
 and B tensors); A and B of different dtypes are promoted (trsm_: A converted to B's dtype).
 """
 from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
-from .api import UnsupportedDtypeError, solve_triangular, trsm, trsm_
+from .api import UnsupportedDtypeError, inverse_triangular, solve_triangular, trsm, trsm_
 
-__all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
+__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]

@@ -129,6 +129,38 @@ def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular
 
 
 # ---------------------------------------------------------------------------------------------
+# torch.ops.hsma.trtri (csrc/ops/inverse.cpp): fake kernel and reverse-mode formula.
+
+
+@torch.library.register_fake("hsma::trtri")
+def _trtri_fake(A, *, upper, unitriangular=False, out_dtype=None):
+    torch._check(A.dim() >= 2, lambda: f"hsma::trtri: A must have at least 2 dimensions (*, k, k), got {A.dim()}")
+    torch._check(A.shape[-1] == A.shape[-2], lambda: f"hsma::trtri: A must be square, got {tuple(A.shape)}")
+    return A.new_empty(A.shape, dtype=A.dtype if out_dtype is None else out_dtype)
+
+
+def _trtri_setup(ctx, inputs, keyword_only_inputs, output):
+    (A,) = inputs
+    ctx.upper = keyword_only_inputs["upper"]
+    ctx.unit = keyword_only_inputs.get("unitriangular", False)
+    ctx.a_dtype = A.dtype
+    ctx.save_for_backward(output)
+
+
+def _trtri_backward(ctx, grad):
+    # X = A^-1: dX = -X dA X, so grad_A = -X^H grad X^H, on the triangle A's values come from
+    # (strictly, for a unit diagonal, which is never read).
+    (X,) = ctx.saved_tensors
+    Xh = X.to(ctx.a_dtype).mH
+    g = -(Xh @ grad.to(ctx.a_dtype) @ Xh)
+    diagonal = (1 if ctx.unit else 0) if ctx.upper else (-1 if ctx.unit else 0)
+    return g.triu(diagonal) if ctx.upper else g.tril(diagonal)
+
+
+torch.library.register_autograd("hsma::trtri", _trtri_backward, setup_context=_trtri_setup)
+
+
+# ---------------------------------------------------------------------------------------------
 # vmap: batch rules. The op broadcasts leading batch dims itself, so a vmapped dim only has to
 # become the leading batch dim: it is moved to the front, and the operand with fewer (logical)
 # batch dims gets size-1 dims after it so that the vmapped dims line up. One call of the op then

@@ -6,10 +6,10 @@ import torch
 
 from ._ops import _C, _is_compiling
 
-__all__ = ["solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
+__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
 
 
-def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
+def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1, out_dtype=None):
     r"""Triangular solve with many right-hand sides, BLAS ``?trsm`` style.
 
     Returns X with ``op(A) @ X = alpha * B`` (``left=True``) or ``X @ op(A) = alpha * B``
@@ -26,16 +26,25 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         trans (str): ``'N'``, ``'T'`` or ``'C'`` (either case). Default ``'N'``.
         unitriangular (bool): diag: A has a unit diagonal. Default False.
         alpha (Number): scale of B (complex only with complex dtypes). Default 1.
+        out_dtype (torch.dtype, optional): ``torch.float32`` returns the float32 solution of
+            bfloat16 / float16 inputs (not rounded to their dtype); otherwise only the result's
+            own dtype is accepted (TypeError). Default None: the result's dtype.
 
     Returns:
         Tensor: X of shape ``(*broadcast batch, m, n)``, contiguous, of the dtype below.
         Neither A nor B is modified.
 
-    Dtypes: float32, float64, complex64, complex128; CPU and CUDA tensors (A and B on the same
-    device). A and B of different dtypes are both converted to ``torch.promote_types(A.dtype,
-    B.dtype)``, as :func:`solve_triangular` does (the op ``torch.ops.hsma.trsm`` itself wants one
-    dtype); a promoted dtype outside the four raises :class:`UnsupportedDtypeError`. A zero on the
-    diagonal gives inf/nan, as IEEE division does.
+    Dtypes: float32, float64, complex64, complex128, bfloat16, float16; CPU and CUDA tensors (A and
+    B on the same device). A and B of different dtypes are both converted to
+    ``torch.promote_types(A.dtype, B.dtype)``, as :func:`solve_triangular` does (the op
+    ``torch.ops.hsma.trsm`` itself wants one dtype); a promoted dtype outside the six raises
+    :class:`UnsupportedDtypeError`. A zero on the diagonal gives inf/nan, as IEEE division does.
+    bfloat16 and float16 are solved in float32 arithmetic (inputs widened exactly) and the result
+    rounded once to their dtype: its error is the float32 solve's (about cond(A) times float32's
+    rounding) plus one rounding of the half type (2^-9 relative for bfloat16, 2^-12 for float16).
+    Values beyond the half type's range (float16: 65504) become inf, and those below its
+    smallest subnormal become 0, in that final rounding only; the float32 arithmetic before it
+    neither overflows nor underflows where a float32 solve would not.
 
     Raises:
         RuntimeError: A or B with fewer than 2 dims, A not square, A's order not matching B's
@@ -54,7 +63,7 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
     formulas are registered in C++.
     """
-    if not _is_compiling():
+    if out_dtype is None and not _is_compiling():
         # The eager entry: the same op through a typed dispatcher call; None where torch.ops'
         # path must run (subclasses, TorchFunctionModes other than torch's DeviceContext,
         # argument conversions, errors).
@@ -64,6 +73,13 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
     if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
         A, B = _promote("hsma_trsm.trsm", A, B)
+        if out_dtype is not None and out_dtype != A.dtype:
+            if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
+                raise TypeError(
+                    f"hsma_trsm.trsm(): out_dtype must be the result's dtype {A.dtype} (or torch.float32 for "
+                    f"bfloat16 / float16 inputs), got {out_dtype}"
+                )
+            A, B = A.float(), B.float()  # the float32 solve the half types take anyway, unrounded
     return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
 
 
@@ -74,7 +90,7 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
     B must already have the broadcast result's shape and no overlapping memory. Not
     differentiable: raises RuntimeError when A or B requires grad (use :func:`trsm`).
 
-    Dtypes: the result has B's dtype (float32, float64, complex64 or complex128; others raise
+    Dtypes: the result has B's dtype (float32, float64, complex64, complex128, bfloat16 or float16; others raise
     :class:`UnsupportedDtypeError`). A of another dtype is converted to B's when
     ``torch.promote_types(A.dtype, B.dtype)`` is B's dtype (float32 A with float64 or complex64 B);
     otherwise (float64 A with float32 or complex64 B, complex A with real B) TypeError, the op's
@@ -92,7 +108,8 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
     return B
 
 
-_SOLVER_DTYPES = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+_HALF_DTYPES = frozenset({torch.bfloat16, torch.float16})
+_SOLVER_DTYPES = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128}) | _HALF_DTYPES
 
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):
@@ -116,8 +133,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         unitriangular (bool): default False.
         out (Tensor, optional): receives the result, as in torch: ``out=B`` is an in-place solve;
             an ``out`` of another shape is resized (with torch's deprecation warning when it had
-            elements; to torch's column-major layout); its dtype must be the result's and its
-            device A's (RuntimeError otherwise); conjugate and negative views are written so that
+            elements; to torch's column-major layout); its dtype must be the result's (or float32
+            for bfloat16 / float16 inputs: their unrounded float32 solution) and its device A's
+            (RuntimeError otherwise); conjugate and negative views are written so that
             they read as the result; not differentiable (RuntimeError when an input or ``out``
             requires grad, NotImplementedError with forward-mode tangents, as torch).
 
@@ -132,9 +150,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
         - ``out`` that overlaps A (e.g. ``out=A``): the solve reads A before ``out`` is written,
           so the result is right; torch overwrites A with B first and returns garbage.
 
-    Dtypes: float32, float64, complex64, complex128 (others, after promotion, raise
-    :class:`UnsupportedDtypeError`, a TypeError and NotImplementedError); A and B of different
-    dtypes are promoted as in :func:`trsm`. Argument types as torch checks them: A, B and ``out``
+    Dtypes: float32, float64, complex64, complex128, bfloat16, float16 (others, after promotion,
+    raise :class:`UnsupportedDtypeError`, a TypeError and NotImplementedError; torch has no
+    bfloat16 / float16 solve); A and B of different dtypes are promoted as in :func:`trsm`,
+    half types solved in float32 as there. Argument types as torch checks them: A, B and ``out``
     must be Tensors and ``upper``, ``left``, ``unitriangular`` bools (TypeError naming the
     argument); errors otherwise as :func:`trsm`. Method and differentiability (reverse, forward,
     higher order, vmap) as :func:`trsm`.
@@ -153,6 +172,86 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     if out is None:
         return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     return _solve_triangular_out(A, B, upper, left, unitriangular, out)
+
+
+def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=None):
+    r"""Inverse of triangular matrices (LAPACK's ``?trtri``, batched): ``X = A^{-1}``.
+
+    Args:
+        A (Tensor): ``(*, k, k)`` upper or lower triangular matrices, any strides (e.g. a strided
+            ``(B, T/BT, H, BT, BT)`` view of flash-linear-attention's ``[B, T, H, BT]`` chunks, read
+            in place). Only the triangle named by ``upper`` is read, not its diagonal when
+            ``unitriangular``: the rest may hold anything (NaN, the other factor of an LU).
+        upper (bool): keyword-only, required: A is upper (True) or lower (False) triangular.
+        unitriangular (bool): A's diagonal is taken as 1 and not read. Default False.
+        out_dtype (torch.dtype, optional): the result's dtype; default A's. Real A gives any real
+            dtype of the six below (e.g. bfloat16 from float32 A, float32 from bfloat16 A), complex A
+            a complex one; the arithmetic is A's (float32 for bfloat16 / float16), rounded once.
+        out (Tensor, optional): receives the result (resized as torch's ``out=`` arguments are when
+            its shape differs, with torch's warning if it had elements); its dtype is the result's
+            (out_dtype, else out's own dtype is taken as out_dtype) and its device A's. Not
+            differentiable.
+
+    Returns:
+        Tensor: ``(*, k, k)``, contiguous (unless ``out``): the inverse, triangular like A, exact zeros
+        in the other triangle (ones on the diagonal when ``unitriangular``).
+
+    Dtypes: float32, float64, complex64, complex128, bfloat16, float16 (others raise
+    :class:`UnsupportedDtypeError`); CPU and CUDA. A zero pivot gives inf/nan in the columns that
+    depend on it, as a solve against the identity does.
+
+    Raises:
+        RuntimeError: A with fewer than 2 dims or not square; ``out`` on another device or of
+            another dtype than ``out_dtype``; ``out`` with inputs that require grad.
+        TypeError: A not a Tensor, ``upper`` / ``unitriangular`` not bool, ``out_dtype`` not a
+            dtype or of the other kind (complex for real A or the reverse).
+
+    Method: on CUDA, orders k <= 64 of real dtypes by a kernel that stages each triangle in shared
+    memory and solves ``A x = e_j`` for every column at once, a thread per column, reading no
+    identity (float32 arithmetic for the half types, float64 for float64); larger orders and complex
+    dtypes by the solve against an identity (:func:`trsm`: inverted diagonal blocks and GEMMs). On
+    CPU, LAPACK through ATen. Differentiable (first and higher order): ``dX = -X dA X``, the gradient
+    projected on A's triangle (strict when ``unitriangular``).
+    """
+    fn = "hsma_trsm.inverse_triangular"
+    if not isinstance(A, torch.Tensor) and not hasattr(A, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
+    if upper is not True and upper is not False:
+        raise _not_bool(fn, "upper", upper)
+    if unitriangular is not True and unitriangular is not False:
+        raise _not_bool(fn, "unitriangular", unitriangular)
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_typename(out)}")
+    if out_dtype is None and out is not None:
+        out_dtype = out.dtype
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"{fn}(): argument 'out_dtype' must be torch.dtype, not {_typename(out_dtype)}")
+    if isinstance(A, torch.Tensor) and A.dtype not in _SOLVER_DTYPES:
+        raise _unsupported(fn, A.dtype)
+    if out is None:
+        return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+    if torch.is_grad_enabled() and (A.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad.")
+    X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+    if out.dtype != X.dtype:
+        raise RuntimeError(f"{fn}: out has dtype {out.dtype}, expected the result's dtype {X.dtype}")
+    if out.device != X.device:
+        raise RuntimeError(f"{fn}: out is on {out.device}, expected the result's device {X.device}")
+    if out.shape != X.shape:
+        if out.numel() != 0:
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                f"which does not match the required output shape {list(X.shape)}. This behavior is "
+                "deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                "to zero elements with t.resize_(0).",
+                UserWarning,
+                stacklevel=2,
+            )
+        out.resize_(X.shape)
+    out.copy_(X)
+    return out
 
 
 def _typename(obj):
@@ -200,7 +299,9 @@ def _not_bool(fn, name, value):
 
 
 def _unsupported(fn, dtype):
-    return UnsupportedDtypeError(f"{fn}: no solver for dtype {dtype} (float32, float64, complex64, complex128)")
+    return UnsupportedDtypeError(
+        f"{fn}: no solver for dtype {dtype} (float32, float64, complex64, complex128, bfloat16, float16)"
+    )
 
 
 def _promote(fn, A, B):
@@ -232,6 +333,8 @@ def _solve_triangular_out(A, B, upper, left, unitriangular, out):
         )
     # The solve comes first (it validates A and B, and it reads A before out is written, so an
     # out that overlaps A is safe), then out is checked, resized and written.
+    if out.dtype == torch.float32 and A.dtype in _HALF_DTYPES:  # the unrounded float32 solution
+        A, B = A.float(), B.float()
     X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     if out.dtype != X.dtype:
         raise RuntimeError(

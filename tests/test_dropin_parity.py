@@ -460,13 +460,17 @@ ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, tor
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_dtype_support_matches_torch(device):
-    """Same dtypes accepted; where torch raises, ours raises an instance of torch's type."""
+    """Same dtypes accepted, and bfloat16 / float16, which torch refuses; where torch raises
+    otherwise, ours raises an instance of torch's type."""
     for dtype in ALL_DTYPES:
         A = (torch.eye(3, device=device) * 2).to(dtype)
         B = torch.ones(3, 2, device=device).to(dtype)
         r_t, _ = _run(lambda: theirs(A, B, upper=False))
         r_o, _ = _run(lambda: ours(A, B, upper=False))
-        if isinstance(r_t, Exception):
+        if dtype in (torch.bfloat16, torch.float16):
+            assert not isinstance(r_o, Exception), f"{dtype}: ours raised {r_o!r}"
+            assert r_o.dtype == dtype and torch.equal(r_o.float(), torch.full((3, 2), 0.5, device=device))
+        elif isinstance(r_t, Exception):
             assert isinstance(r_o, type(r_t)), f"{dtype}: torch raised {r_t!r}, ours {r_o!r}"
             assert isinstance(r_o, TypeError)  # and still the op's own TypeError
         else:

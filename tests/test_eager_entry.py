@@ -81,7 +81,7 @@ def test_entry_declines_where_torch_ops_differs(device):
     assert _C.trsm(A, B, True, False, "\ud800", False, 1) is None  # not UTF-8 encodable: torch.ops' error
     # Dtypes the public functions promote or reject with their own errors.
     assert _C.trsm(A, B.float(), True, False, "N", False, 1) is None
-    assert _C.trsm(A.to(torch.bfloat16), B.to(torch.bfloat16), True, False, "N", False, 1) is None
+    assert _C.trsm(A.to(torch.int32), B.to(torch.int32), True, False, "N", False, 1) is None
     with pytest.raises(TypeError, match="7 positional arguments"):
         _C.trsm(A, B)
 
@@ -97,7 +97,7 @@ def test_public_functions_after_a_decline(device):
     with pytest.raises(TypeError, match="same dtype"):
         torch.ops.hsma.trsm(A, B.float())
     with pytest.raises(hsma_trsm.UnsupportedDtypeError):
-        hsma_trsm.solve_triangular(A.to(torch.bfloat16), B.to(torch.bfloat16), upper=False)
+        hsma_trsm.solve_triangular(A.to(torch.int32), B.to(torch.int32), upper=False)
     # A subclass's __torch_function__ and a TorchFunctionMode see torch.ops.hsma.trsm.
     LoggedTensor.seen = []
     X = hsma_trsm.solve_triangular(A.as_subclass(LoggedTensor), B, upper=False)

@@ -23,9 +23,6 @@ Canonical canonicalise(const TrsmArgs& args, bool a_is_conj) {
   return c;
 }
 
-namespace {
-
-// Strides of t's batch dims broadcast to `batch` (0 where t is broadcast), without a view op.
 std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_t>& batch) {
   std::vector<int64_t> st(batch.size(), 0);
   const int64_t tb = t.dim() - 2, off = static_cast<int64_t>(batch.size()) - tb;
@@ -34,8 +31,6 @@ std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_
   return st;
 }
 
-// Merges the batch dims of the three tensors (L, B, X strides) into at most kMaxBatchDims;
-// false if impossible.
 bool collapse_batch(const std::vector<int64_t>& sizes, const std::vector<int64_t> (&strides)[3], BatchLayout& bl) {
   struct Dim { int64_t size, st[3]; };
   Dim dims[kMaxBatchDims + 1];
@@ -63,6 +58,8 @@ bool collapse_batch(const std::vector<int64_t>& sizes, const std::vector<int64_t
   }
   return true;
 }
+
+namespace {
 
 // The small-path overrides as SolveProblem's fields (SmallKernelName has SmallKernel's order).
 static_assert(int(SmallKernelName::kColumns) == int(SmallKernel::kColumns) &&

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "kernels/trsm_problem.h"
 #include "trsm.h"
@@ -52,6 +53,11 @@ void read_backwards(int64_t m, const K*& L, MatrixRef& l, const K*& B, MatrixRef
   X += (m - 1) * x.row;
   x.row = -x.row;
 }
+
+// Strides of t's batch dims broadcast to `batch` (0 where t is broadcast), without a view op.
+std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_t>& batch);
+// Merges the batch dims of three tensors (L, B, X strides) into at most kMaxBatchDims; false if impossible.
+bool collapse_batch(const std::vector<int64_t>& sizes, const std::vector<int64_t> (&strides)[3], BatchLayout& bl);
 
 // The solve of (A, B) for orders k <= kSmallMaxM into X (fresh, B itself in place, or a view;
 // strided): one launch of the small kernels for the whole batch (S: ATen's scalar type). The

@@ -7,6 +7,7 @@
 //   - the blocked path (k > 64; blocked.cpp): the block plan (csrc/blocking.h), one launch that
 //     inverts the diagonal blocks, then a recursive or left-looking driver whose leaves are GEMMs
 //     with the inverted blocks (gemm.h: cuBLAS, or ATen).
+// bfloat16 and float16 are solved in float32 (inputs converted, the result rounded once).
 // Everything runs on torch's current stream; nothing synchronises with the host.
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -43,7 +44,10 @@ at::Tensor solve_new(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                      bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
-  return solve_new(A, B, args, check_trsm(A, B, args, "hsma::trsm"));
+  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
+  // bfloat16 / float16: the float32 solve of the converted inputs, rounded once to their dtype.
+  if (half_dtype(A.scalar_type())) return solve_new(as_float32(A), as_float32(B), args, s).to(A.scalar_type());
+  return solve_new(A, B, args, s);
 }
 
 void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
@@ -51,7 +55,9 @@ void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
   check_inplace(A, B, s, "hsma::trsm_");
-  if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
+  if (half_dtype(B.scalar_type())) {
+    B.copy_(solve_new(as_float32(A), as_float32(B), args, s));
+  } else if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
     solve_into(A, B, B, args, s);  // the small kernel reads each element before writing it
   } else {
     B.copy_(solve_new(A, B, args, s));

@@ -15,6 +15,7 @@
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 #define HSMA_HIP 1
 typedef hipStream_t hsmaStream_t;
@@ -27,6 +28,7 @@ typedef hipError_t hsmaError_t;
 #define hsmaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define hsmaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #else
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #define HSMA_HIP 0
 typedef cudaStream_t hsmaStream_t;
@@ -156,6 +158,37 @@ __host__ __device__ inline bool inaccurate(double v) {
 template <typename R> __host__ __device__ inline bool inaccurate(complex<R> v) {
   return inaccurate(v.re) || inaccurate(v.im);
 }
+
+// ---------------------------------------------------------------------------------------------
+// 16-bit storage types (layout-compatible with c10::BFloat16 and c10::Half): kernels read and
+// write them and compute in float. to_compute<C>(v) widens a stored value; from_compute<S>(c)
+// rounds to nearest even (nan stays nan; overflow gives inf, as torch's conversions do).
+struct bfloat16_bits { unsigned short bits; };
+struct float16_bits { unsigned short bits; };
+
+// The element types the kernels compute in (the host side only names them).
+template <typename S> struct compute_of { using type = S; };
+template <> struct compute_of<bfloat16_bits> { using type = float; };
+template <> struct compute_of<float16_bits> { using type = float; };
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+template <typename C, typename S> __device__ inline C to_compute(S v) { return C(v); }
+template <> __device__ inline float to_compute<float, bfloat16_bits>(bfloat16_bits v) {
+  return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
+}
+template <> __device__ inline float to_compute<float, float16_bits>(float16_bits v) {
+  return __half2float(__ushort_as_half(v.bits));
+}
+template <typename S, typename C> __device__ inline S from_compute(C v) { return S(v); }
+template <> __device__ inline bfloat16_bits from_compute<bfloat16_bits, float>(float v) {
+  const unsigned u = __float_as_uint(v);
+  if (v != v) return {static_cast<unsigned short>((u >> 16) | 0x40)};  // a quiet nan
+  return {static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+template <> __device__ inline float16_bits from_compute<float16_bits, float>(float v) {
+  return {__half_as_ushort(__float2half_rn(v))};
+}
+#endif
 
 // x - a*b as one fused step where the hardware has it.
 __device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); }

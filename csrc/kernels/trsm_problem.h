@@ -173,11 +173,27 @@ template <typename T> bool sweep_fits(const SweepProblem<T>& p) {
   return sweep_shared_bytes(p) <= size_t(current_device_info().shared_optin);
 }
 
+// inv(L) for lower triangular L of order k <= kInverseMaxK (LAPACK's trtri, batched; an upper
+// triangle is read backwards by the host, as in the solves), written whole: zeros above the
+// diagonal. Only L's lower triangle is read (not its diagonal when `unit`). S: the stored type of
+// L, O: the inverse's (float, double, bfloat16_bits, float16_bits; arithmetic in compute_of<S>).
+template <typename S, typename O>
+struct InverseProblem {
+  int64_t k = 0, batch = 1;
+  const S* L = nullptr; MatrixRef l;
+  O* X = nullptr;       MatrixRef x;
+  BatchLayout bl;  // strides [0] of L, [2] of X
+  bool unit = false;
+  int64_t max_blocks = 0;  // cap on the grid (tests)
+};
+constexpr int64_t kInverseMaxK = 64;
+
 // Launchers (defined in the .cu files, explicitly instantiated for float, double,
 // complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_sweep(const SweepProblem<T>& p, hsmaStream_t stream);
+template <typename S, typename O> hsmaError_t launch_tri_inverse(const InverseProblem<S, O>& p, hsmaStream_t stream);
 // complex128 with m <= 64 (the launcher takes it for 48 < m <= 64): the HSMA-TRSM paper's
 // seven-stage pipeline over a 64 KB shared-memory partition, two thread groups
 // (ablation/small_pipeline.cu: the paper's design, kept as an ablation).

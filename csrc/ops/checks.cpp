@@ -25,7 +25,23 @@ TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, con
 }
 
 bool supported_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
+  return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble || half_dtype(t);
+}
+
+bool half_dtype(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+at::Tensor as_float32(const at::Tensor& t) {
+  // Broadcast (stride-0) dims are converted once and expanded again: an expanded identity stays a view.
+  std::vector<int64_t> sizes = t.sizes().vec();
+  bool broadcast = false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) == 0 && sizes[d] > 1) {
+      sizes[d] = 1;
+      broadcast = true;
+    }
+  }
+  if (!broadcast) return t.to(at::kFloat);
+  return t.as_strided(sizes, t.strides(), t.storage_offset()).to(at::kFloat).expand(t.sizes());
 }
 
 TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op) {
@@ -33,7 +49,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   HSMA_CHECK(B.dim() >= 2, op, ": B must have at least 2 dimensions (*, m, n), got shape ", shape(B.sizes()));
   HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
   TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
-                   ": A must be float32, float64, complex64 or complex128, got ", A.scalar_type());
+                   ": A must be float32, float64, complex64, complex128, bfloat16 or float16, got ", A.scalar_type());
   TORCH_CHECK_TYPE(A.scalar_type() == B.scalar_type(), op, ": A and B must have the same dtype, got A ",
                    A.scalar_type(), " and B ", B.scalar_type());
   HSMA_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device().str(),

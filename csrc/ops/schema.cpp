@@ -1,5 +1,6 @@
-// torch.ops.hsma: the schemas, the CPU kernel (through ATen, i.e. LAPACK trsm), the Autograd-key
-// guard of the in-place form and the conj/neg fallthroughs. The argument checks are in
+// torch.ops.hsma: the schemas (trsm, trsm_, and trtri: csrc/ops/inverse.cpp), the CPU kernel
+// (through ATen, i.e. LAPACK trsm), the Autograd-key guard of the in-place form and the conj/neg
+// fallthroughs. The argument checks are in
 // checks.cpp, the CUDA kernels in csrc/cuda/trsm_cuda.cpp, the autograd formula in autograd.cpp,
 // the fake (meta) kernels in hsma_trsm/_ops.py.
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -9,8 +10,10 @@
 
 namespace hsma {
 
-// CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha applied to the solution.
+// CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha scales B. bfloat16 and float16
+// are solved in float32 and rounded to their dtype.
 static at::Tensor cpu_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
+  if (half_dtype(A.scalar_type())) return cpu_solve(as_float32(A), as_float32(B), args).to(A.scalar_type());
   const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
   const bool upper_eff = args.upper != (args.trans != Trans::kN);
   // alpha scales B before the solve, as on CUDA (and as BLAS defines it), so that intermediate
@@ -65,6 +68,7 @@ TORCH_LIBRARY(hsma, m) {
   m.def(
       "trsm_(Tensor A, Tensor(a!) B, *, bool left=True, bool upper=False, str trans=\"N\", "
       "bool unitriangular=False, Scalar alpha=1) -> ()");
+  m.def("trtri(Tensor A, *, bool upper, bool unitriangular=False, ScalarType? out_dtype=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(hsma, CPU, m) {

@@ -1,0 +1,120 @@
+// Triangular inverse of small matrices (LAPACK's trtri, batched, orders k <= 64): inv(L) for the
+// InverseProblem of trsm_problem.h, reading only L's lower triangle and no identity.
+//
+// A block takes kMats matrices, padded to an order M of 16, 32 or 64 (identity below and right of
+// k). Their triangles are staged in shared memory in the arithmetic type C, then thread j of a
+// matrix solves L x = e_j for column j of the inverse by forward substitution, x in registers
+// (every loop unrolled, so indices are static): row i needs L(i, 0..i-1), read by all threads of
+// the matrix at once (a broadcast), and the sums are split over four accumulators for latency.
+// Entries above the diagonal are exactly zero; a warp whose columns all start at jw skips the
+// rows and the products that involve only those zeros (M = 64 on 32-lane warps: the second warp
+// does about a quarter of the first's products). Column j is written as the matrix's threads
+// read their rows, so a row-major inverse is written in rows of consecutive addresses.
+#include "trsm_problem.h"
+
+namespace hsma {
+namespace {
+
+template <typename C> __host__ __device__ constexpr int inverse_threads() { return sizeof(C) == 8 ? 64 : 128; }
+
+template <typename S, typename O, int M>
+__global__ void __launch_bounds__(inverse_threads<typename compute_of<S>::type>())
+tri_inverse_kernel(InverseProblem<S, O> p, bool l_rows_fastest) {
+  using C = typename compute_of<S>::type;
+  constexpr int kThreads = inverse_threads<C>();
+  constexpr int kMats = kThreads / M;
+  __shared__ __align__(16) C Ls[kMats * M * M];
+  __shared__ int64_t offs[kMats][2];
+  const int t = static_cast<int>(threadIdx.x), g = t / M, j = t % M;
+  // The first column of this warp's matrix columns: x(0 .. jw) is zero in all of them.
+  const int jw = M > kWarpSize ? j / kWarpSize * kWarpSize : 0;
+  const int k = static_cast<int>(p.k);
+  const int64_t ntasks = (p.batch + kMats - 1) / kMats;
+
+  for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
+    const int64_t b0 = task * kMats;
+    if (t < kMats) {
+      int64_t off[3];
+      batch_offsets(p.bl, b0 + t < p.batch ? b0 + t : 0, off);
+      offs[t][0] = off[0];
+      offs[t][1] = off[2];
+    }
+    __syncthreads();
+    // Stage: element e of the block's matrices, walked along L's contiguous direction.
+#pragma unroll 4
+    for (int e = t; e < kMats * M * M; e += kThreads) {
+      const int gg = e / (M * M), a = (e / M) % M, c = e % M;
+      const int i = l_rows_fastest ? c : a, l = l_rows_fastest ? a : c;
+      C v = C(i == l ? 1 : 0);
+      if (b0 + gg < p.batch && i < k && (l < i || (l == i && !p.unit)))
+        v = to_compute<C>(p.L[offs[gg][0] + i * p.l.row + l * p.l.col]);
+      Ls[gg * M * M + i * M + l] = v;
+    }
+    __syncthreads();
+
+    const C* Lg = Ls + g * M * M;
+    C x[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if (i < jw) {  // warp-uniform
+        x[i] = C(0);
+        continue;
+      }
+      const C* row = Lg + i * M;
+      C acc[4] = {C(i == j ? 1 : 0), C(0), C(0), C(0)};
+#pragma unroll
+      for (int c0 = 0; c0 < i; c0 += kWarpSize) {
+        if (c0 + kWarpSize <= jw) continue;  // warp-uniform: x(c0 .. c0 + 32) is zero here
+#pragma unroll
+        for (int l = c0; l < i && l < c0 + kWarpSize; ++l) acc[l & 3] = fms(acc[l & 3], row[l], x[l]);
+      }
+      const C sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      // Above the diagonal stays exactly zero, whatever the pivots (no 0 / 0 there).
+      x[i] = i < j ? C(0) : (p.unit ? sum : sum / row[i]);
+    }
+
+    if (b0 + g < p.batch && j < k) {
+      O* X = p.X + offs[g][1] + j * p.x.col;
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (i < k) X[i * p.x.row] = from_compute<O>(x[i]);
+    }
+    __syncthreads();  // before the next task restages
+  }
+}
+
+template <typename S, typename O, int M>
+hsmaError_t launch_order(const InverseProblem<S, O>& p, hsmaStream_t stream) {
+  constexpr int kThreads = inverse_threads<typename compute_of<S>::type>();
+  const int64_t tasks = (p.batch + kThreads / M - 1) / (kThreads / M);
+  int64_t cap = 0x7fffffff;
+  if (p.max_blocks > 0 && p.max_blocks < cap) cap = p.max_blocks;
+  const unsigned grid = static_cast<unsigned>(tasks < cap ? tasks : cap);
+  // Stage along L's contiguous direction: down the columns when its rows are the further apart.
+  const bool rows_fastest = (p.l.row < 0 ? -p.l.row : p.l.row) < (p.l.col < 0 ? -p.l.col : p.l.col);
+  tri_inverse_kernel<S, O, M><<<grid, kThreads, 0, stream>>>(p, rows_fastest);
+  return hsmaGetLastError();
+}
+
+}  // namespace
+
+template <typename S, typename O>
+hsmaError_t launch_tri_inverse(const InverseProblem<S, O>& p, hsmaStream_t stream) {
+  if (p.k <= 0 || p.batch <= 0) return hsmaSuccess;
+  if (p.k <= 16) return launch_order<S, O, 16>(p, stream);
+  if (p.k <= 32) return launch_order<S, O, 32>(p, stream);
+  if (p.k <= kInverseMaxK) return launch_order<S, O, 64>(p, stream);
+  return hsmaError_t(1);
+}
+
+// float32 and the 16-bit types, each to each (arithmetic in float); float64 to float64.
+#define HSMA_INVERSE(S, O) template hsmaError_t launch_tri_inverse<S, O>(const InverseProblem<S, O>&, hsmaStream_t);
+#define HSMA_INVERSE_FROM(S) HSMA_INVERSE(S, float) HSMA_INVERSE(S, bfloat16_bits) HSMA_INVERSE(S, float16_bits)
+HSMA_INVERSE_FROM(float)
+HSMA_INVERSE_FROM(bfloat16_bits)
+HSMA_INVERSE_FROM(float16_bits)
+HSMA_INVERSE(double, double)
+#undef HSMA_INVERSE_FROM
+#undef HSMA_INVERSE
+
+}  // namespace hsma

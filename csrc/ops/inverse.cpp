@@ -1,0 +1,42 @@
+// torch.ops.hsma.trtri: inverses of triangular matrices (LAPACK's trtri, batched). The checks, the
+// inverse as a solve against an identity (the CPU kernel, and the CUDA backend's route where its
+// kernel does not serve: complex types, orders above 64), and the CPU registration. The CUDA kernel
+// is in csrc/cuda/inverse.cpp, the fake kernel and the autograd formula in hsma_trsm/_ops.py.
+#include <torch/library.h>
+
+#include "trsm.h"
+
+namespace hsma {
+
+at::ScalarType check_trtri(const at::Tensor& A, std::optional<at::ScalarType> out_dtype, const char* op) {
+  HSMA_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
+  HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
+  HSMA_CHECK(A.layout() == at::kStrided, op, ": A must be a strided (dense) tensor");
+  TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
+                   ": A must be float32, float64, complex64, complex128, bfloat16 or float16, got ", A.scalar_type());
+  const at::ScalarType out = out_dtype.value_or(A.scalar_type());
+  TORCH_CHECK_TYPE(supported_dtype(out) && at::isComplexType(out) == at::isComplexType(A.scalar_type()), op,
+                   ": out_dtype must be one of the supported dtypes, complex exactly when A is; got ", out,
+                   " for A of ", A.scalar_type());
+  return out;
+}
+
+at::Tensor trtri_by_solve(const at::Tensor& A, bool upper, bool unit, at::ScalarType out) {
+  const at::Tensor Aw = half_dtype(A.scalar_type()) ? as_float32(A) : A;
+  const int64_t k = A.size(-1);
+  const at::Tensor I = at::eye(k, Aw.options()).expand(A.sizes());
+  at::Tensor X = call_trsm(Aw, I, /*left=*/true, upper, "N", unit, 1);
+  // Exact zeros outside the triangle, whatever the pivots made of them.
+  X = upper ? X.triu_() : X.tril_();
+  return X.to(out);
+}
+
+static at::Tensor trtri_cpu(const at::Tensor& A, bool upper, bool unitriangular,
+                            std::optional<at::ScalarType> out_dtype) {
+  const at::ScalarType out = check_trtri(A, out_dtype, "hsma::trtri");
+  return trtri_by_solve(A, upper, unitriangular, out);
+}
+
+}  // namespace hsma
+
+TORCH_LIBRARY_IMPL(hsma, CPU, m) { m.impl("trtri", &hsma::trtri_cpu); }
