@@ -31,6 +31,8 @@ Suites:
               forward and forward + backward (benchmarks/clients.py).
     gpytorch  GPyTorch training steps (exact GP, SVGP) with torch's solve and routed to hsma's
               (benchmarks/gp_clients.py; skipped when gpytorch is not installed).
+    deltanet  DeltaNet chunks: the (I + A)^-1 inverse and the w/u solve against fla's solve_tril, transformers'
+              Qwen3.5 fallback solve, bfloat16 batches (benchmarks/deltanet.py; fla rows skipped without fla).
 
 Both solvers run in the same process on the same inputs; speedup = torch / hsma (> 1: hsma
 faster) in every table. Each time is the median of 3 round medians (``--rounds``), each round a
@@ -69,7 +71,7 @@ from . import report as rp
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
 
-SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch")
+SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch", "deltanet")
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 # The earlier --cases names, mapped to the suite that now holds them.
@@ -174,8 +176,10 @@ PLANS = {
 # Seconds after which a suite skips its remaining cases (a safety net for the ~7 minute GPU run;
 # scaled by --budget-scale, 0 = none). Typical H200 times are well below (see the README).
 BUDGETS = {
-    "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10, clients=140, gpytorch=90),
-    "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10, clients=60, gpytorch=60),
+    "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10, clients=140, gpytorch=90,
+                deltanet=90),
+    "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10, clients=60, gpytorch=60,
+                deltanet=30),
 }
 
 
@@ -1294,6 +1298,12 @@ def suite_gpytorch(ctx: Ctx) -> SuiteResult:
     return gp_clients.suite_gpytorch(ctx)
 
 
+def suite_deltanet(ctx: Ctx) -> SuiteResult:
+    from . import deltanet
+
+    return deltanet.suite_deltanet(ctx)
+
+
 SUITE_FUNCS = {
     "small": suite_small,
     "batched": suite_batched,
@@ -1303,6 +1313,7 @@ SUITE_FUNCS = {
     "overhead": suite_overhead,
     "clients": suite_clients,
     "gpytorch": suite_gpytorch,
+    "deltanet": suite_deltanet,
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1429,10 +1440,11 @@ def list_cases(suites, plan: dict, dtypes, seed: int = 0, mode: str = "gpu") -> 
     """Lines describing the cases of each suite (for --list); ``mode`` picks the sizes of clients and gpytorch."""
     lines = []
     for s in suites:
-        if s in ("clients", "gpytorch"):
-            from . import clients, gp_clients
+        if s in ("clients", "gpytorch", "deltanet"):
+            from . import clients, deltanet, gp_clients
 
-            lines += (clients if s == "clients" else gp_clients).list_lines(mode, dtypes, seed)
+            mod = {"clients": clients, "gpytorch": gp_clients, "deltanet": deltanet}[s]
+            lines += mod.list_lines(mode, dtypes, seed)
             continue
         if s == "small":
             jobs = small_cases(plan, dtypes, seed)

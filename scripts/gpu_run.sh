@@ -97,6 +97,9 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   echo "== benchmark"
+  # fla-core for the deltanet suite, from a carried wheel (pip download --no-deps fla-core==0.6.0 -d wheels)
+  for w in wheels/fla_core-*.whl; do [ -f "$w" ] && "$PY" -m pip install -q --no-deps --no-index "$w" \
+    >"$OUTDIR/fla_install.log" 2>&1; done
   # Every suite, clients and gpytorch included: their time budgets add up to about 8 minutes at most.
   timeout "${BENCH_TIMEOUT:-540}" "$PY" -m benchmarks --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
