@@ -41,7 +41,7 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     :class:`UnsupportedDtypeError`. A zero on the diagonal gives inf/nan, as IEEE division does.
     bfloat16 and float16 are solved in float32 arithmetic (inputs widened exactly) and the result
     rounded once to their dtype: its error is the float32 solve's (about cond(A) times float32's
-    rounding) plus one rounding of the half type (2^-9 relative for bfloat16, 2^-12 for float16).
+    rounding) plus one rounding of the half type (at most 2^-8 relative for bfloat16, 2^-11 for float16).
     Values beyond the half type's range (float16: 65504) become inf, and those below its
     smallest subnormal become 0, in that final rounding only; the float32 arithmetic before it
     neither overflows nor underflows where a float32 solve would not.
@@ -198,7 +198,8 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
 
     Dtypes: float32, float64, complex64, complex128, bfloat16, float16 (others raise
     :class:`UnsupportedDtypeError`); CPU and CUDA. A zero pivot gives inf/nan in the columns that
-    depend on it, as a solve against the identity does.
+    depend on it, and possibly in others (0 * inf in a blocked product), as torch's solve against an
+    identity does.
 
     Raises:
         RuntimeError: A with fewer than 2 dims or not square; ``out`` on another device or of
