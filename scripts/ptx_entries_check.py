@@ -38,7 +38,7 @@ def entries(text):
                     break
             i += 1
         name = m.group(1)
-        own = list(re.finditer(r"(?:small|diag|dependent|sweep)_[a-z_]*kernel", name))
+        own = list(re.finditer(r"(?:small|diag|dependent|sweep|tri)_[a-z_]*kernel", name))
         out[name[own[-1].start():] if own else name] = text[start:i]
     return out
 
