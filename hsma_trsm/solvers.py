@@ -242,13 +242,16 @@ def _triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
 def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """torch.linalg.lu_solve(LU, pivots, B, ...) (aten::linalg_lu_solve): X column-major (left) or
     row-major (right)."""
-    if LU.dim() < 2:
-        raise RuntimeError("torch.linalg.lu_solve: The input tensor A must have at least 2 dimensions.")
+    if not (LU.is_floating_point() or LU.is_complex()):
+        raise RuntimeError(f"torch.linalg.lu_solve: Expected a floating point or complex tensor as input. Got "
+                           f"{_aten_name(LU.dtype)}")
     if LU.dtype != B.dtype:
         raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
                            f"{_aten_name(LU.dtype)} and B of type {_aten_name(B.dtype)} instead")
     if pivots.dtype != torch.int32:
         raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
+    if LU.dim() < 2:
+        raise RuntimeError("torch.linalg.lu_solve: The input tensor A must have at least 2 dimensions.")
     _check_square(LU, "torch.linalg.lu_solve: ")
     _check_solver(LU, B, left, "linalg.lu_solve")
     if pivots.dim() < 1 or pivots.shape[-1] != LU.shape[-1]:
