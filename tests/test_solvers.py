@@ -364,3 +364,24 @@ def test_tensor_likes_take_the_call():
 
     assert hsma_trsm.cholesky_solve(Handler(), _t(3, 3)) == ("cholesky_solve", {"upper": False})
     assert hsma_trsm.lu_solve(_LU, _PIV, Handler(), adjoint=True) == ("lu_solve", {"left": True, "adjoint": True})
+
+
+def test_torch_compile_fullgraph(gen):
+    """The public functions trace whole under torch.compile (forward and backward), with the eager values."""
+    M = torch.randn(3, 5, 5, dtype=torch.float64, generator=gen)
+    L0 = torch.linalg.cholesky(M @ M.mT + 5 * torch.eye(5, dtype=torch.float64))
+    LU, piv = torch.linalg.lu_factor(M + 3 * torch.eye(5, dtype=torch.float64))
+    B0 = torch.randn(3, 5, 2, dtype=torch.float64, generator=gen)
+
+    def f(B, L):
+        return (hsma_trsm.cholesky_solve(B, L).square().sum() + hsma_trsm.lu_solve(LU, piv, B, adjoint=True).sum()
+                + hsma_trsm.cholesky_inverse(L, upper=False).sum())
+
+    def run(fn):
+        B, L = B0.clone().requires_grad_(), L0.clone().requires_grad_()
+        out = fn(B, L)
+        return (out.detach(), *torch.autograd.grad(out, (B, L)))
+
+    torch._dynamo.reset()
+    for a, b in zip(run(torch.compile(f, fullgraph=True)), run(f)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
