@@ -74,10 +74,11 @@ OK = "ok"
 NOISY, IMPLAUSIBLE, CAPPED = "noisy", "implausible", "capped"
 SKIPPED_BUDGET, SKIPPED_CONTEXT = "skipped (budget)", "skipped (context lost)"
 SKIPPED_NO_GPYTORCH = "skipped (gpytorch not installed)"
+SKIPPED_NO_PACKAGE = "skipped (package not installed)"
 ERROR, INACCURATE, PARTIAL = "error", "inaccurate", "partial"
 FLAGGED = (CAPPED, IMPLAUSIBLE, NOISY)  # measured, but the value is not to be trusted
 FAILED = (ERROR, INACCURATE, PARTIAL)  # the solver or the measurement broke
-SKIPPED = (SKIPPED_BUDGET, SKIPPED_CONTEXT, SKIPPED_NO_GPYTORCH)  # not run
+SKIPPED = (SKIPPED_BUDGET, SKIPPED_CONTEXT, SKIPPED_NO_GPYTORCH, SKIPPED_NO_PACKAGE)  # not run
 STATUS_ORDER = (OK,) + FLAGGED + SKIPPED + FAILED
 
 STATUS_HELP = {
@@ -88,6 +89,7 @@ STATUS_HELP = {
     SKIPPED_BUDGET: "not run: the suite's or the run's time budget was used up (not a failure)",
     SKIPPED_CONTEXT: "not run: an earlier case broke the CUDA context",
     SKIPPED_NO_GPYTORCH: "not run: gpytorch is not importable here (not a failure)",
+    SKIPPED_NO_PACKAGE: "not run: a package the client needs (botorch) is not importable here (not a failure)",
     ERROR: "a call raised",
     INACCURATE: "hsma's result is off the float64 reference by more than the tolerance",
     PARTIAL: "checked, but a secondary measurement (graph, reference, GEMM) failed",

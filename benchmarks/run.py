@@ -2,7 +2,7 @@
 
 Run from anywhere (the output folder is found from this file, not the working directory)::
 
-    python -m benchmarks                          # every suite (about 6-7 min on an H200)
+    python -m benchmarks                          # every suite (about 10 min on an H200)
     python -m benchmarks --suite small,batched    # some suites
     python -m benchmarks --quick                  # reduced sizes (CPU / CI smoke run)
     python -m benchmarks --dtypes f32,c128 --out /tmp/results
@@ -33,6 +33,9 @@ Suites:
               (benchmarks/gp_clients.py; skipped when gpytorch is not installed).
     deltanet  DeltaNet chunks: the (I + A)^-1 inverse and the w/u solve against fla's solve_tril, transformers'
               Qwen3.5 fallback solve, bfloat16 batches (benchmarks/deltanet.py; fla rows skipped without fla).
+    solvers   cholesky_solve and lu_solve: torch, hsma_trsm's, and torch's under the switch (benchmarks/solvers.py).
+    switch    real clients with the switch off and on: GPyTorch exact GP and SVGP steps, a BoTorch fit and qLogEI,
+              a batched Kalman filter (benchmarks/switch_clients.py; GPyTorch / BoTorch rows skip without them).
 
 Both solvers run in the same process on the same inputs; speedup = torch / hsma (> 1: hsma
 faster) in every table. Each time is the median of 3 round medians (``--rounds``), each round a
@@ -71,7 +74,8 @@ from . import report as rp
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, f_x, ratio
 
-SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch", "deltanet")
+SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch", "deltanet", "solvers",
+          "switch")
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 # The earlier --cases names, mapped to the suite that now holds them.
@@ -177,9 +181,9 @@ PLANS = {
 # scaled by --budget-scale, 0 = none). Typical H200 times are well below (see the README).
 BUDGETS = {
     "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10, clients=140, gpytorch=90,
-                deltanet=90),
+                deltanet=90, solvers=90, switch=240),
     "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10, clients=60, gpytorch=60,
-                deltanet=30),
+                deltanet=30, solvers=60, switch=120),
 }
 
 
@@ -1304,6 +1308,18 @@ def suite_deltanet(ctx: Ctx) -> SuiteResult:
     return deltanet.suite_deltanet(ctx)
 
 
+def suite_solvers(ctx: Ctx) -> SuiteResult:
+    from . import solvers
+
+    return solvers.suite_solvers(ctx)
+
+
+def suite_switch(ctx: Ctx) -> SuiteResult:
+    from . import switch_clients
+
+    return switch_clients.suite_switch(ctx)
+
+
 SUITE_FUNCS = {
     "small": suite_small,
     "batched": suite_batched,
@@ -1314,6 +1330,8 @@ SUITE_FUNCS = {
     "clients": suite_clients,
     "gpytorch": suite_gpytorch,
     "deltanet": suite_deltanet,
+    "solvers": suite_solvers,
+    "switch": suite_switch,
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1437,13 +1455,15 @@ def _mode(is_cuda: bool, quick: bool, full: bool) -> str:
 
 
 def list_cases(suites, plan: dict, dtypes, seed: int = 0, mode: str = "gpu") -> list:
-    """Lines describing the cases of each suite (for --list); ``mode`` picks the sizes of clients and gpytorch."""
+    """Lines describing the cases of each suite (for --list); ``mode`` picks the sizes of the suites kept in their
+    own modules (clients, gpytorch, solvers, switch)."""
     lines = []
     for s in suites:
-        if s in ("clients", "gpytorch", "deltanet"):
-            from . import clients, deltanet, gp_clients
+        if s in ("clients", "gpytorch", "deltanet", "solvers", "switch"):
+            from . import clients, deltanet, gp_clients, solvers, switch_clients
 
-            mod = {"clients": clients, "gpytorch": gp_clients, "deltanet": deltanet}[s]
+            mod = {"clients": clients, "gpytorch": gp_clients, "deltanet": deltanet, "solvers": solvers,
+                   "switch": switch_clients}[s]
             lines += mod.list_lines(mode, dtypes, seed)
             continue
         if s == "small":

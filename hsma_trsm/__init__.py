@@ -11,7 +11,12 @@ Public API:
         the BLAS-style solve op(A) X = alpha B (left) or X op(A) = alpha B (right);
     trsm_(A, B, ...) the same in place: writes X into B and returns B;
     inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=None)
-        inverses of triangular matrices (LAPACK's trtri, batched).
+        inverses of triangular matrices (LAPACK's trtri, batched);
+    cholesky_solve(B, L, upper=False), cholesky_inverse(L, upper=False),
+    lu_solve(LU, pivots, B, *, left=True, adjoint=False)
+        drop-ins for torch's functions of the same names, built on trsm (hsma_trsm/solvers.py);
+    enable(), disable(), enabled(), is_enabled()
+        the opt-in switch that runs torch's own solves on hsma for CUDA tensors (hsma_trsm/switch.py).
 
 Dtypes: float32, float64, complex64, complex128, and bfloat16 / float16 in float32 arithmetic.
 
@@ -21,5 +26,8 @@ and B tensors); A and B of different dtypes are promoted (trsm_: A converted to 
 from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
 from .api import UnsupportedDtypeError, inverse_triangular, solve_triangular, trsm, trsm_
+from .solvers import cholesky_inverse, cholesky_solve, lu_solve
+from .switch import disable, enable, enabled, is_enabled
 
-__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
+__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError",
+           "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]

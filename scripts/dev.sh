@@ -36,6 +36,14 @@ setup() {
     echo "== installing ${missing[*]} into $VENV"
     pip_install "${missing[@]}"
   fi
+  # The real clients the switch's tests run (tests/test_switch.py; they skip where these are missing),
+  # installed against the torch already there: the pin keeps pip from bringing another torch.
+  if ! "$PY" -c "import gpytorch, botorch, linear_operator" 2>/dev/null; then
+    local torch_version
+    torch_version=$("$PY" -c "import torch; print(torch.__version__)")
+    echo "== installing gpytorch, botorch (and linear_operator) into $VENV, keeping torch $torch_version"
+    pip_install gpytorch botorch linear_operator "torch==$torch_version"
+  fi
   local site
   site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   [ -f "$site/hsma_trsm_dev.pth" ] || echo "$ROOT" >"$site/hsma_trsm_dev.pth"

@@ -8,8 +8,8 @@
 # `git rev-parse HEAD` names an old commit). The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
-# notebooks, profile, ncu. Everything written is packed into OUTDIR/run.tgz at the end (the
-# device tool returns a limited number of files).
+# solvers (the solvers and switch benchmark suites), notebooks, profile, ncu. Everything written is
+# packed into OUTDIR/run.tgz at the end (the device tool returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-${OUT:-gpu-out}}
@@ -100,9 +100,23 @@ if [[ " $STAGES " == *" bench "* ]]; then
   # fla-core for the deltanet suite, from a carried wheel (pip download --no-deps fla-core==0.6.0 -d wheels)
   for w in wheels/fla_core-*.whl; do [ -f "$w" ] && "$PY" -m pip install -q --no-deps --no-index "$w" \
     >"$OUTDIR/fla_install.log" 2>&1; done
-  # Every suite, clients and gpytorch included: their time budgets add up to about 8 minutes at most.
-  timeout "${BENCH_TIMEOUT:-540}" "$PY" -m benchmarks --out "$OUTDIR" ${BENCH_ARGS:-} >"$OUTDIR/bench.log" 2>&1 || status=1
+  # Every suite but solvers and switch (the stage below), clients and gpytorch included: their time budgets add up
+  # to about 8 minutes at most.
+  timeout "${BENCH_TIMEOUT:-540}" "$PY" -m benchmarks \
+    --suite small,batched,large,ablation,split,overhead,clients,gpytorch,deltanet --out "$OUTDIR" ${BENCH_ARGS:-} \
+    >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
+fi
+
+if [[ " $STAGES " == *" solvers "* ]]; then
+  # Opt-in (STAGES="build solvers"): cholesky_solve / lu_solve against torch and the real clients with the switch
+  # off and on (GPyTorch, BoTorch, a Kalman filter), into OUTDIR/solvers-switch/ (its own report.md); time budgets
+  # about 5.5 minutes at most.
+  echo "== benchmark: solvers and switch"
+  mkdir -p "$OUTDIR/solvers-switch"
+  timeout "${SOLVERS_TIMEOUT:-540}" "$PY" -m benchmarks --suite solvers,switch --out "$OUTDIR/solvers-switch" \
+    ${BENCH_ARGS:-} >"$OUTDIR/solvers-switch/bench.log" 2>&1 || status=1
+  tail -n 60 "$OUTDIR/solvers-switch/bench.log"
 fi
 
 if [[ " $STAGES " == *" notebooks "* ]]; then

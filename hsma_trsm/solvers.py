@@ -1,0 +1,293 @@
+"""Solvers built on the triangular solve: cholesky_solve, cholesky_inverse and lu_solve.
+
+Each is two calls of :func:`hsma_trsm.trsm` (plus a gather for the LU pivots), with the signature,
+broadcasting, results, output layout and errors of torch's function of the same name. Autograd comes
+from the composition: trsm's registered formulas and the gather's.
+
+The ``_cholesky_solve``, ``_cholesky_inverse``, ``_lu_solve``, ``_solve_triangular`` and
+``_triangular_solve`` cores take what the ATen operators take; :mod:`hsma_trsm.switch` registers them
+as the CUDA kernels of those operators.
+"""
+import torch
+from torch.overrides import handle_torch_function, has_torch_function
+
+from .api import _not_bool, _typename, trsm
+
+__all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public functions: argument types, then the cores.
+
+
+def cholesky_solve(B, L, upper=False):
+    r"""Drop-in replacement for :func:`torch.cholesky_solve`: solves ``A X = B`` given the Cholesky
+    factor of the Hermitian positive-definite ``A`` (``A = L L^H``, or ``A = U^H U`` with ``upper``).
+
+    Args:
+        B (Tensor): ``(*, k, n)`` right-hand sides.
+        L (Tensor): ``(*, k, k)`` lower (or with ``upper``, upper) triangular Cholesky factor; only that
+            triangle is read. Batch dims of B and L broadcast.
+        upper (bool): L is upper triangular. Default False.
+
+    Returns:
+        Tensor: X, ``(*broadcast batch, k, n)``, in torch's layout (each matrix column-major).
+
+    Dtypes: float32, float64, complex64, complex128 (whatever :func:`hsma_trsm.trsm` supports; others raise
+    :class:`hsma_trsm.UnsupportedDtypeError`); B and L of one dtype, as torch requires. CPU and CUDA.
+
+    Raises:
+        RuntimeError: B or L with fewer than 2 dims, L not square, L's order not B's rows, different dtypes
+            or devices, batch dims that do not broadcast (torch's messages).
+        TypeError: B or L not a Tensor, ``upper`` not a bool (naming the argument).
+
+    Method: ``Y = L^{-1} B`` then ``X = L^{-H} Y`` (upper: ``U^{-H}``, then ``U^{-1}``), two triangular
+    solves on hsma's kernels; the second is written as the transposed (right-side) solve so that X comes
+    out column-major as torch's does, without a copy. Differentiable (reverse and forward mode).
+    """
+    if has_torch_function((B, L)):
+        return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
+    _check_tensor("cholesky_solve", "B", 1, B)
+    _check_tensor("cholesky_solve", "L", 2, L)
+    _check_bool("cholesky_solve", "upper", upper)
+    return _cholesky_solve(B, L, upper)
+
+
+def cholesky_inverse(L, upper=False):
+    r"""Drop-in replacement for :func:`torch.cholesky_inverse`: the inverse of ``A = L L^H`` (or
+    ``A = U^H U`` with ``upper``) from its Cholesky factor.
+
+    Args:
+        L (Tensor): ``(*, k, k)`` lower (or upper) triangular Cholesky factor; only that triangle is read.
+        upper (bool): L is upper triangular. Default False.
+
+    Returns:
+        Tensor: ``A^{-1}``, ``(*, k, k)``, column-major as torch's. Hermitian up to rounding (as torch's
+        CUDA result; torch's CPU result, from LAPACK ``potri``, is exactly Hermitian).
+
+    Dtypes, devices and differentiability as :func:`cholesky_solve`.
+
+    Raises:
+        RuntimeError: L with fewer than 2 dims or not square (torch's messages).
+        TypeError: L not a Tensor, ``upper`` not a bool.
+
+    Method: :func:`cholesky_solve` against the identity (two triangular solves), as torch does on CUDA.
+    """
+    if has_torch_function((L,)):
+        return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
+    _check_tensor("cholesky_inverse", "L", 1, L)
+    _check_bool("cholesky_inverse", "upper", upper)
+    return _cholesky_inverse(L, upper)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    r"""Drop-in replacement for :func:`torch.linalg.lu_solve`: solves ``A X = B`` (``left=False``:
+    ``X A = B``; ``adjoint``: with ``A^H`` in place of ``A``) given the LU factorisation ``A = P L U`` of
+    :func:`torch.linalg.lu_factor`.
+
+    Args:
+        LU (Tensor): ``(*, k, k)`` packed factors: L unit lower triangular below the diagonal (its diagonal
+            is not read), U upper triangular on and above it.
+        pivots (Tensor): ``(*, k)`` int32, LAPACK's 1-based row interchanges; batch dims exactly LU's.
+        B (Tensor): ``(*, k, n)`` (left) or ``(*, n, k)`` (right); batch dims broadcast with LU's.
+        left (bool): solve ``A X = B`` (True) or ``X A = B`` (False). Default True.
+        adjoint (bool): use ``A^H``. Default False.
+
+    Returns:
+        Tensor: X of B's shape with the broadcast batch dims, in torch's layout (column-major matrices for
+        ``left``, row-major otherwise).
+
+    Dtypes: LU and B of one dtype among those of :func:`hsma_trsm.trsm` (float32, float64, complex64,
+    complex128); pivots int32. CPU and CUDA.
+
+    Raises:
+        RuntimeError: as torch: dims, LU not square, incompatible shapes, LU and B of different dtypes,
+            pivots not int32 or of the wrong shape, batch dims that do not broadcast.
+        TypeError: LU, pivots or B not a Tensor, ``left`` or ``adjoint`` not a bool.
+
+    Method: the pivots become one permutation (torch's own sequential conversion, ``torch.lu_unpack``
+    into a one-byte ``k x k`` matrix per batch entry, then its argmax), applied to B (or to the result)
+    by a gather; then the unit lower and the upper triangular solves on hsma's kernels, with ``trans``
+    and ``left`` chosen so that no operand is copied and the result has torch's layout. Differentiable
+    in B and LU (reverse and forward mode); the pivots, integers, get no gradient.
+    """
+    if has_torch_function((LU, pivots, B)):
+        return handle_torch_function(lu_solve, (LU, pivots, B), LU, pivots, B, left=left, adjoint=adjoint)
+    _check_tensor("lu_solve", "LU", 1, LU)
+    _check_tensor("lu_solve", "pivots", 2, pivots)
+    _check_tensor("lu_solve", "B", 3, B)
+    _check_bool("lu_solve", "left", left)
+    _check_bool("lu_solve", "adjoint", adjoint)
+    return _lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
+
+
+def _check_tensor(fn, name, position, value):
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"hsma_trsm.{fn}(): argument '{name}' (position {position}) must be Tensor, "
+                        f"not {_typename(value)}")
+
+
+def _check_bool(fn, name, value):
+    if value is not True and value is not False:  # exactly bool, as torch: not 0/1, None, NumPy bools
+        raise _not_bool(f"hsma_trsm.{fn}", name, value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks with torch's messages (ATen's names of dtypes: Float, Double, ComplexFloat, ...).
+
+_ATEN_DTYPE = {
+    torch.float32: "Float", torch.float64: "Double", torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble", torch.float16: "Half", torch.bfloat16: "BFloat16",
+    torch.int32: "Int", torch.int64: "Long", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+    torch.bool: "Bool",
+}
+
+
+def _aten_name(dtype):
+    return _ATEN_DTYPE.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def _check_square(A, prefix):
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{prefix}A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _check_b_and_a(b, A, fn):
+    """torch's linearSolveCheckInputs(b, A, fn): devices, dtypes, A square, matching orders."""
+    if b.device != A.device:
+        raise RuntimeError(f"Expected b and A to be on the same device, but found b on {b.device} and A on "
+                           f"{A.device} instead.")
+    if b.dtype != A.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {_aten_name(b.dtype)} "
+                           f"and A of type {_aten_name(A.dtype)} instead.")
+    _check_square(A, "")
+    if A.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"Incompatible matrix sizes for {fn}: each A matrix is {A.shape[-1]} by {A.shape[-1]} "
+                           f"but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
+
+
+def _check_solver(A, B, left, fn):
+    """torch's checkInputsSolver(A, B, left, fn) (A square checked before)."""
+    if B.dim() < 2:
+        raise RuntimeError(f"{fn}: The input tensor B must have at least 2 dimensions.")
+    if A.shape[-1] != (B.shape[-2] if left else B.shape[-1]):
+        raise RuntimeError(f"{fn}: Incompatible shapes of A and B for the equation {'AX = B' if left else 'XA = B'} "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cores: the ATen operators' arguments, torch's checks and output layout (the layout its meta
+# functions promise, which torch.compile asserts on outputs of these operators). trsm returns a
+# contiguous result, so a column-major X is computed as the contiguous X^T of the transposed solve
+# (its .mT), never copied.
+
+
+def _cholesky_solve(B, L, upper=False):
+    """torch.cholesky_solve(B, L, upper): X column-major."""
+    if B.dim() < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.dim()} dimensions instead")
+    if L.dim() < 2:
+        raise RuntimeError(f"u should have at least 2 dimensions, but has {L.dim()} dimensions instead")
+    _check_b_and_a(B, L, "cholesky_solve")
+    if upper:  # A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T
+        Y = trsm(L, B, upper=True, trans="C")
+        return trsm(L, Y.mT, left=False, upper=True, trans="T").mT
+    # A = L L^H: L Y = B, then L^H X = Y as X^T conj(L) = Y^T, conj(L) = op(L^T) with op = 'C'
+    Y = trsm(L, B)
+    return trsm(L.mT, Y.mT, left=False, upper=True, trans="C").mT
+
+
+def _cholesky_inverse(L, upper=False):
+    """torch.cholesky_inverse(L, upper): cholesky_solve against the identity, column-major."""
+    if L.dim() < 2:
+        raise RuntimeError("cholesky_inverse: The input tensor A must have at least 2 dimensions.")
+    _check_square(L, "cholesky_inverse: ")
+    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    return _cholesky_solve(eye, L, upper)
+
+
+def _solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """torch.linalg.solve_triangular(A, B, ...) (aten::linalg_solve_triangular): B converted to A's
+    dtype as torch does; X column-major."""
+    fn = "linalg.solve_triangular"
+    if A.dim() < 2:
+        raise RuntimeError(f"{fn}: The input tensor A must have at least 2 dimensions.")
+    _check_square(A, f"{fn}: ")
+    _check_solver(A, B, left, fn)
+    if B.dtype != A.dtype:
+        B = B.to(A.dtype)
+    # left: X^T A^T = B^T; right: A^T X^T = B^T
+    return trsm(A, B.mT, left=not left, upper=upper, trans="T", unitriangular=unitriangular).mT
+
+
+def _triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve(b, A, ...) (aten::triangular_solve): (X, clone of A), both column-major
+    and of the broadcast batch shape."""
+    if b.dim() < 2:
+        raise RuntimeError(f"torch.triangular_solve: Expected b to have at least 2 dimensions, but it has "
+                           f"{b.dim()} dimensions instead")
+    if A.dim() < 2:
+        raise RuntimeError(f"torch.triangular_solve: Expected A to have at least 2 dimensions, but it has "
+                           f"{A.dim()} dimensions instead")
+    _check_b_and_a(b, A, "triangular_solve")
+    # op(A) X = b as X^T op(A)^T = b^T; op(A)^T is A^T, or A itself when transpose
+    X = trsm(A, b.mT, left=False, upper=upper, trans="N" if transpose else "T", unitriangular=unitriangular).mT
+    k = A.shape[-1]
+    M = A.new_empty((*X.shape[:-2], k, k)).mT
+    M.copy_(A)
+    return X, M
+
+
+def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """torch.linalg.lu_solve(LU, pivots, B, ...) (aten::linalg_lu_solve): X column-major (left) or
+    row-major (right)."""
+    if not (LU.is_floating_point() or LU.is_complex()):
+        raise RuntimeError(f"torch.linalg.lu_solve: Expected a floating point or complex tensor as input. Got "
+                           f"{_aten_name(LU.dtype)}")
+    if LU.dtype != B.dtype:
+        raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
+                           f"{_aten_name(LU.dtype)} and B of type {_aten_name(B.dtype)} instead")
+    if pivots.dtype != torch.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
+    if LU.dim() < 2:
+        raise RuntimeError("torch.linalg.lu_solve: The input tensor A must have at least 2 dimensions.")
+    _check_square(LU, "torch.linalg.lu_solve: ")
+    _check_solver(LU, B, left, "linalg.lu_solve")
+    if pivots.dim() < 1 or pivots.shape[-1] != LU.shape[-1]:
+        raise RuntimeError("linalg.lu_solve: Number of pivots per batch should be same as the dimension of the "
+                           "matrix")
+    if pivots.shape != LU.shape[:-1]:
+        raise RuntimeError(f"linalg.lu_solve: Expected LU.shape[:-1] and pivots.shape to be the same, but got "
+                           f"pivots with shape {list(pivots.shape)} instead")
+    k = LU.shape[-1]
+    batch = torch.broadcast_shapes(B.shape[:-2], LU.shape[:-2])
+    rows, cols = B.shape[-2:]
+    # With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
+    # right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the
+    # permutation perm (P[perm[j], j] = 1), B P its columns; P Y and Z P^T gather by the inverse.
+    perm = _permutation(pivots, k, inverse=(left == adjoint)).expand(*batch, k)
+    if left and not adjoint:
+        G = torch.gather(B.expand(*batch, rows, cols), -2, perm.unsqueeze(-1).expand(*batch, k, cols))
+        Y = trsm(LU, G, unitriangular=True)
+        return trsm(LU, Y.mT, left=False, upper=True, trans="T").mT  # X^T U^T = Y^T
+    if left:
+        Y = trsm(LU, trsm(LU, B, upper=True, trans="C"), trans="C", unitriangular=True)
+        return torch.gather(Y.mT, -1, perm.unsqueeze(-2).expand(*batch, cols, k)).mT
+    if not adjoint:
+        W = trsm(LU, trsm(LU, B, left=False, upper=True), left=False, unitriangular=True)
+        return torch.gather(W, -1, perm.unsqueeze(-2).expand(*batch, rows, k))
+    G = torch.gather(B.expand(*batch, rows, cols), -1, perm.unsqueeze(-2).expand(*batch, rows, k))
+    W = trsm(LU, G, left=False, trans="C", unitriangular=True)
+    return trsm(LU, W, left=False, upper=True, trans="C")
+
+
+def _permutation(pivots, k, inverse):
+    """(*, k) int64: perm with P[perm[j], j] = 1 for the P of LAPACK's pivots (A = P L U), or with
+    ``inverse`` its inverse. torch.lu_unpack applies the row interchanges in order, as LAPACK does (any
+    pivot values, one launch on CUDA), into a k x k uint8 P: k^2 bytes per batch entry, no sync."""
+    if k == 0:
+        return pivots.new_empty(pivots.shape, dtype=torch.int64)
+    dummy = torch.zeros((), dtype=torch.uint8, device=pivots.device).expand(*pivots.shape, k)
+    P = torch.lu_unpack(dummy, pivots, unpack_data=False)[0]
+    return P.argmax(-1 if inverse else -2)

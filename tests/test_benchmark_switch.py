@@ -1,0 +1,89 @@
+"""CPU tests of the benchmark suites of issue 44: solvers (cholesky_solve and lu_solve, hsma against torch) and switch
+(real clients with hsma's switch off and on), through ``python -m benchmarks``'s entry at the CPU path's tiny sizes."""
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+import benchmarks.report as rp
+import benchmarks.util as bu
+import hsma_trsm
+from benchmarks import run as bm
+from benchmarks import solvers as sv
+from benchmarks import switch_clients as sc
+from hsma_trsm import switch
+
+
+def test_suites_registered_and_listed(capsys):
+    assert {"solvers", "switch"} <= set(bm.SUITES) and {"solvers", "switch"} <= set(bm.SUITE_FUNCS)
+    assert bm.main(["--list", "--suite", "solvers,switch", "--device", "cpu", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "solvers: " in out and "switch: " in out and "kalman" in out and "lu_solve" in out
+    gpu = sc.client_jobs(sc.PLANS["gpu"], list(bm.ALL_DTYPES))
+    assert [s for k, s, dt in gpu if k == "exact" and dt == torch.float64] == [(1000,), (4000,), (8000,)]
+    assert {k for k, _, _ in gpu} == set(sc.KINDS)
+    assert {(b, k) for _, (b, k, n), _ in sv.jobs_of(sv.PLANS["gpu"], [torch.float32])} >= {(16, 16), (1024, 32),
+                                                                                          (1, 1024)}
+
+
+def test_solvers_suite_cpu(tmp_path):
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "solvers", "--dtypes", "f64,c64", "--out", str(tmp_path),
+                  "--no-progress"])
+    assert rc == 0
+    header, rows = bu.read_csv(os.path.join(tmp_path, "solvers.csv"))
+    assert header["suite"] == "solvers"
+    assert {r["case"] for r in rows} == set(sv.OPS) and {r["dtype"] for r in rows} == {"float64", "complex64"}
+    assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
+    for r in rows:
+        assert float(r["hsma_rel_err"]) <= (1e-9 if r["dtype"] == "float64" else 1e-3)
+        assert float(r["speedup"]) == pytest.approx(float(r["torch_us"]) / float(r["hsma_us"]), rel=1e-4)
+        assert math.isnan(float(r["switch_us"]))  # the switch routes CUDA tensors only
+    assert not hsma_trsm.is_enabled()
+
+
+def test_counted_switch_counts_and_restores():
+    saved = dict(switch.ROUTED)
+    with sc.counted_switch() as count:
+        assert hsma_trsm.is_enabled()
+        assert all(switch.ROUTED[op] is not saved[op] for op in saved)
+        switch.ROUTED["cholesky_solve"](torch.ones(2, 1, dtype=torch.float64), torch.eye(2, dtype=torch.float64))
+    assert count["calls"] == 1 and switch.ROUTED == saved and not hsma_trsm.is_enabled()
+
+
+def test_kalman_client_is_a_training_step():
+    step = sc.make_kalman("kalman", (8, 4), torch.float64, torch.device("cpu"), 0)
+    losses = [step().item() for _ in range(5)]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]  # Adam lowers the filter's NLL
+
+
+def test_switch_suite_cpu(tmp_path):
+    pytest.importorskip("gpytorch")
+    pytest.importorskip("botorch")
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
+                  "--no-progress"])
+    assert rc == 0
+    _, rows = bu.read_csv(os.path.join(tmp_path, "switch.csv"))
+    assert [r["case"] for r in rows] == list(sc.KINDS)
+    assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
+    for r in rows:
+        assert float(r["max_abs_diff"]) == 0.0 and float(r["routed_per_step"]) == 0  # CPU: nothing routed
+        assert float(r["speedup"]) == pytest.approx(float(r["torch_ms"]) / float(r["switch_ms"]), rel=1e-4)
+    assert not hsma_trsm.is_enabled()
+
+
+def test_switch_suite_skips_clients_not_installed(tmp_path, monkeypatch):
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("gpytorch", "linear_operator", "botorch"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "gpytorch", None)
+    monkeypatch.setitem(sys.modules, "botorch", None)
+    rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
+                  "--no-progress", "--strict"])
+    assert rc == 0  # skipped is not failed, even with --strict
+    _, rows = bu.read_csv(os.path.join(tmp_path, "switch.csv"))
+    status = {r["case"]: r["status"] for r in rows}
+    assert status["exact"] == status["svgp"] == rp.SKIPPED_NO_GPYTORCH
+    assert status["fit"] == status["qlogei"] == rp.SKIPPED_NO_PACKAGE
+    assert status["kalman"] in {rp.OK, *rp.FLAGGED}
