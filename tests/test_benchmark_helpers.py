@@ -327,8 +327,8 @@ def test_output_names():
     names = bm.output_names(list(bm.SUITES))
     assert names == {"small": "small.csv", "batched": "batched.csv", "large": "large.csv", "ablation": "ablation.csv",
                      "split": "split.csv", "overhead": "overhead.csv", "clients": "clients.csv",
-                     "gpytorch": "gpytorch.csv", "deltanet": "deltanet.csv", "solvers": "solvers.csv", "switch": "switch.csv",
-                     "report": "report.md"}
+                     "gpytorch": "gpytorch.csv", "deltanet": "deltanet.csv", "solvers": "solvers.csv",
+                     "switch": "switch.csv", "report": "report.md"}
     assert bm.output_names(["large", "split"]) == {"large": "large.csv", "split": "split.csv", "report": "report.md"}
 
 
