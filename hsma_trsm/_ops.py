@@ -129,7 +129,7 @@ def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular
 
 
 # ---------------------------------------------------------------------------------------------
-# torch.ops.hsma.trtri (csrc/ops/inverse.cpp): fake kernel and reverse-mode formula.
+# torch.ops.hsma.trtri (csrc/ops/inverse.cpp, autograd included): fake kernel.
 
 
 @torch.library.register_fake("hsma::trtri")
@@ -139,25 +139,6 @@ def _trtri_fake(A, *, upper, unitriangular=False, out_dtype=None):
     return A.new_empty(A.shape, dtype=A.dtype if out_dtype is None else out_dtype)
 
 
-def _trtri_setup(ctx, inputs, keyword_only_inputs, output):
-    (A,) = inputs
-    ctx.upper = keyword_only_inputs["upper"]
-    ctx.unit = keyword_only_inputs.get("unitriangular", False)
-    ctx.a_dtype = A.dtype
-    ctx.save_for_backward(output)
-
-
-def _trtri_backward(ctx, grad):
-    # X = A^-1: dX = -X dA X, so grad_A = -X^H grad X^H, on the triangle A's values come from
-    # (strictly, for a unit diagonal, which is never read).
-    (X,) = ctx.saved_tensors
-    Xh = X.to(ctx.a_dtype).mH
-    g = -(Xh @ grad.to(ctx.a_dtype) @ Xh)
-    diagonal = (1 if ctx.unit else 0) if ctx.upper else (-1 if ctx.unit else 0)
-    return g.triu(diagonal) if ctx.upper else g.tril(diagonal)
-
-
-torch.library.register_autograd("hsma::trtri", _trtri_backward, setup_context=_trtri_setup)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,7 +101,8 @@ def is_enabled():
 
 @contextlib.contextmanager
 def enabled(*, _keys=("CUDA",), _ops=None):
-    """:func:`enable` for the block; on exit, the state found on entry (enabled or not) is restored."""
+    """:func:`enable` for the block; on exit, the state found on entry (enabled or not) is restored.
+    The switch is process-wide, not per thread: blocks in several threads must not overlap."""
     with _lock:
         previous = _config
         enable(_keys=_keys, _ops=_ops)

@@ -182,7 +182,7 @@ template <> __device__ inline float to_compute<float, float16_bits>(float16_bits
 template <typename S, typename C> __device__ inline S from_compute(C v) { return S(v); }
 template <> __device__ inline bfloat16_bits from_compute<bfloat16_bits, float>(float v) {
   const unsigned u = __float_as_uint(v);
-  if (v != v) return {static_cast<unsigned short>((u >> 16) | 0x40)};  // a quiet nan
+  if (v != v) return {static_cast<unsigned short>(0x7fc0)};  // torch's nan
   return {static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
 }
 template <> __device__ inline float16_bits from_compute<float16_bits, float>(float v) {

@@ -90,7 +90,7 @@ hsmaError_t launch_order(const InverseProblem<S, O>& p, hsmaStream_t stream) {
   int64_t cap = 0x7fffffff;
   if (p.max_blocks > 0 && p.max_blocks < cap) cap = p.max_blocks;
   const unsigned grid = static_cast<unsigned>(tasks < cap ? tasks : cap);
-  // Stage along L's contiguous direction: down the columns when its rows are the further apart.
+  // Stage along L's contiguous direction: down the columns when its rows are the closer together.
   const bool rows_fastest = (p.l.row < 0 ? -p.l.row : p.l.row) < (p.l.col < 0 ? -p.l.col : p.l.col);
   tri_inverse_kernel<S, O, M><<<grid, kThreads, 0, stream>>>(p, rows_fastest);
   return hsmaGetLastError();

@@ -1,7 +1,8 @@
 // torch.ops.hsma.trtri: inverses of triangular matrices (LAPACK's trtri, batched). The checks, the
 // inverse as a solve against an identity (the CPU kernel, and the CUDA backend's route where its
-// kernel does not serve: complex types, orders above 64), and the CPU registration. The CUDA kernel
-// is in csrc/cuda/inverse.cpp, the fake kernel and the autograd formula in hsma_trsm/_ops.py.
+// kernel does not serve: complex types, orders above 64), the CPU registration and the Autograd
+// kernel. The CUDA kernel is in csrc/cuda/inverse.cpp, the fake kernel in hsma_trsm/_ops.py.
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include "trsm.h"
@@ -22,6 +23,7 @@ at::ScalarType check_trtri(const at::Tensor& A, std::optional<at::ScalarType> ou
 }
 
 at::Tensor trtri_by_solve(const at::Tensor& A, bool upper, bool unit, at::ScalarType out) {
+  if (A.numel() == 0) return at::empty(A.sizes(), A.options().dtype(out));
   const at::Tensor Aw = half_dtype(A.scalar_type()) ? as_float32(A) : A;
   const int64_t k = A.size(-1);
   const at::Tensor I = at::eye(k, Aw.options()).expand(A.sizes());
@@ -37,6 +39,34 @@ static at::Tensor trtri_cpu(const at::Tensor& A, bool upper, bool unitriangular,
   return trtri_by_solve(A, upper, unitriangular, out);
 }
 
+// Autograd: with no gradient of either kind wanted, the op below autograd (the CUDA kernel); else
+// the same inverse as a differentiable solve against an identity, so that trsm's autograd gives
+// reverse mode (dX = -X dA X, projected on the triangle), forward mode and the torch.func
+// transforms. bfloat16 / float16 A is widened first (differentiably), as the kernels do.
+static at::Tensor trtri_autograd(const at::Tensor& A, bool upper, bool unitriangular,
+                                 std::optional<at::ScalarType> out_dtype) {
+  const bool tangent = A.defined() && A._fw_grad(/*level=*/0).defined();
+  if (!torch::autograd::compute_requires_grad(A) && !tangent) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("hsma::trtri", "")
+                         .typed<at::Tensor(const at::Tensor&, bool, bool, std::optional<at::ScalarType>)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(A, upper, unitriangular, out_dtype);
+  }
+  // (No size checks beyond the rank: under torch.compile they would specialise the shapes; the solve checks.)
+  HSMA_CHECK(A.dim() >= 2, "hsma::trtri: A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
+  const at::ScalarType out = out_dtype.value_or(A.scalar_type());
+  TORCH_CHECK_TYPE(supported_dtype(out) && at::isComplexType(out) == at::isComplexType(A.scalar_type()),
+                   "hsma::trtri: out_dtype must be one of the supported dtypes, complex exactly when A is; got ", out,
+                   " for A of ", A.scalar_type());
+  const at::Tensor Aw = half_dtype(A.scalar_type()) ? A.to(at::kFloat) : A;
+  // Symbolic sizes, so that torch.compile with dynamic shapes does not specialise on k.
+  const at::Tensor I = at::eye_symint(A.sym_size(-1), Aw.options()).expand_symint(A.sym_sizes());
+  const at::Tensor X = call_trsm(Aw, I, /*left=*/true, upper, "N", unitriangular, 1);
+  return (upper ? X.triu() : X.tril()).to(out);
+}
+
 }  // namespace hsma
 
 TORCH_LIBRARY_IMPL(hsma, CPU, m) { m.impl("trtri", &hsma::trtri_cpu); }
+TORCH_LIBRARY_IMPL(hsma, Autograd, m) { m.impl("trtri", &hsma::trtri_autograd); }
