@@ -235,21 +235,7 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
         raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, "
                            "but one of the arguments requires grad.")
     X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
-    if out.dtype != X.dtype:
-        raise RuntimeError(f"{fn}: out has dtype {out.dtype}, expected the result's dtype {X.dtype}")
-    if out.device != X.device:
-        raise RuntimeError(f"{fn}: out is on {out.device}, expected the result's device {X.device}")
-    if out.shape != X.shape:
-        if out.numel() != 0:
-            warnings.warn(
-                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                f"which does not match the required output shape {list(X.shape)}. This behavior is "
-                "deprecated, and in a future PyTorch release outputs will not be resized unless they "
-                "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
-                "to zero elements with t.resize_(0).",
-                UserWarning,
-                stacklevel=2,
-            )
+    if _check_out(fn, out, X, stacklevel=3):
         out.resize_(X.shape)
     out.copy_(X)
     return out
@@ -337,25 +323,7 @@ def _solve_triangular_out(A, B, upper, left, unitriangular, out):
     if out.dtype == torch.float32 and A.dtype in _HALF_DTYPES:  # the unrounded float32 solution
         A, B = A.float(), B.float()
     X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
-    if out.dtype != X.dtype:
-        raise RuntimeError(
-            f"hsma_trsm.solve_triangular: out has dtype {out.dtype}, expected the result's dtype {X.dtype}"
-        )
-    if out.device != X.device:
-        raise RuntimeError(
-            f"hsma_trsm.solve_triangular: out is on {out.device}, expected the result's device {X.device}"
-        )
-    if out.shape != X.shape:
-        if out.numel() != 0:  # torch's resize_output warning, word for word
-            warnings.warn(
-                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                f"which does not match the required output shape {list(X.shape)}. This behavior is "
-                "deprecated, and in a future PyTorch release outputs will not be resized unless they "
-                "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
-                "to zero elements with t.resize_(0).",
-                UserWarning,
-                stacklevel=3,
-            )
+    if _check_out("hsma_trsm.solve_triangular", out, X, stacklevel=4):
         # torch.linalg.solve_triangular leaves a resized out column-major (Fortran) in its last two
         # dims, except when A (broadcast) is a column-major conjugate view.
         A_b = A.expand(*X.shape[:-2], *A.shape[-2:]) if A.shape[:-2] != X.shape[:-2] else A
@@ -366,3 +334,25 @@ def _solve_triangular_out(A, B, upper, left, unitriangular, out):
             out.transpose_(-2, -1)
     out.copy_(X)
     return out
+
+
+def _check_out(fn, out, X, stacklevel):
+    """Checks out= against the result X (dtype, device: RuntimeError); True when out must be resized, after
+    torch's resize_output warning, word for word, where out had elements."""
+    if out.dtype != X.dtype:
+        raise RuntimeError(f"{fn}: out has dtype {out.dtype}, expected the result's dtype {X.dtype}")
+    if out.device != X.device:
+        raise RuntimeError(f"{fn}: out is on {out.device}, expected the result's device {X.device}")
+    if out.shape == X.shape:
+        return False
+    if out.numel() != 0:
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+            f"which does not match the required output shape {list(X.shape)}. This behavior is "
+            "deprecated, and in a future PyTorch release outputs will not be resized unless they "
+            "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+            "to zero elements with t.resize_(0).",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return True
