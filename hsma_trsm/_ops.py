@@ -195,3 +195,14 @@ def _trsm_inplace_vmap(info, in_dims, A, B, *, left=True, upper=False, trans="N"
     A, B = _align_vmapped(A, in_dims[0], B, in_dims[1])
     torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
     return None, None
+
+
+@torch.library.register_vmap("hsma::trtri")
+def _trtri_vmap(info, in_dims, A, *, upper, unitriangular=False, out_dtype=None):
+    # The op inverts every leading batch entry: the vmapped dim only has to come first.
+    (a_dim,) = in_dims
+    if a_dim is None:
+        return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype), None
+    _logical_batch_rank(A, a_dim, "A")
+    A = A.movedim(a_dim, 0)
+    return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype), 0

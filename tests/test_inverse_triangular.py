@@ -557,6 +557,21 @@ def test_compile_fullgraph(device, dynamic, fresh_dynamo, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_dim", [0, 1, 2])
+def test_vmap(device, in_dim, gen):
+    """The batch rule: one call for the vmapped batch (no per-sample fallback warning), any vmapped dim."""
+    A = make_triangular(9, batch=(4, 3), device=device, gen=gen).movedim(0, in_dim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X = torch.vmap(lambda a: hsma_trsm.inverse_triangular(a, upper=False, out_dtype=torch.float32),
+                       in_dims=in_dim)(A)
+    A0 = A.movedim(in_dim, 0)
+    assert X.shape == A0.shape and X.dtype == torch.float32
+    Xref = reference_inverse(A0, upper=False, unit=False)
+    assert per_matrix_errors(X, Xref).max() <= inverse_tolerance(torch.float64, torch.float32, 9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_compile_fullgraph_out_dtype(device, fresh_dynamo, gen):
     def f(A):
         return hsma_trsm.inverse_triangular(A, upper=True, out_dtype=torch.bfloat16) * 2
