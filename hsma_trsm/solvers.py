@@ -167,6 +167,22 @@ def _check_b_and_a(b, A, fn):
                            f"but each b matrix is {b.shape[-2]} by {b.shape[-1]}")
 
 
+def _broadcast_batch(b, A):
+    """The broadcast batch shape of b and A, or torch's RuntimeError (its message: at::infer_size's, dims
+    compared from the last) where they do not broadcast."""
+    x, y = b.shape[:-2], A.shape[:-2]
+    n = max(len(x), len(y))
+    out = [1] * n
+    for i in range(n - 1, -1, -1):
+        sx = x[i - n + len(x)] if i - n + len(x) >= 0 else 1
+        sy = y[i - n + len(y)] if i - n + len(y) >= 0 else 1
+        if sx != sy and sx != 1 and sy != 1:
+            raise RuntimeError(f"The size of tensor a ({sx}) must match the size of tensor b ({sy}) at non-singleton "
+                               f"dimension {i}")
+        out[i] = sy if sx == 1 else sx
+    return torch.Size(out)
+
+
 def _check_solver(A, B, left, fn):
     """torch's checkInputsSolver(A, B, left, fn) (A square checked before)."""
     if B.dim() < 2:
@@ -190,6 +206,7 @@ def _cholesky_solve(B, L, upper=False):
     if L.dim() < 2:
         raise RuntimeError(f"u should have at least 2 dimensions, but has {L.dim()} dimensions instead")
     _check_b_and_a(B, L, "cholesky_solve")
+    _broadcast_batch(B, L)
     if upper:  # A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T
         Y = trsm(L, B, upper=True, trans="C")
         return trsm(L, Y.mT, left=False, upper=True, trans="T").mT
@@ -261,7 +278,7 @@ def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
         raise RuntimeError(f"linalg.lu_solve: Expected LU.shape[:-1] and pivots.shape to be the same, but got "
                            f"pivots with shape {list(pivots.shape)} instead")
     k = LU.shape[-1]
-    batch = torch.broadcast_shapes(B.shape[:-2], LU.shape[:-2])
+    batch = _broadcast_batch(B, LU)
     rows, cols = B.shape[-2:]
     # With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
     # right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the

@@ -4,6 +4,7 @@ broadcasting, output layout (strides), upper/lower, left/right, adjoint, every d
 through a factorisation equal to torch's; errors of torch's types and messages. Also the cores behind the
 switch (_solve_triangular, _triangular_solve) against torch's operators, run here directly on the CPU."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -385,3 +386,16 @@ def test_torch_compile_fullgraph(gen):
     torch._dynamo.reset()
     for a, b in zip(run(torch.compile(f, fullgraph=True)), run(f)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", ["cholesky_solve", "lu_solve"])
+def test_batch_mismatch_message_as_torch(call):
+    """Batch dims that do not broadcast: torch's RuntimeError, word for word."""
+    B, F = torch.randn(3, 4, 2, dtype=torch.float64), torch.randn(2, 4, 4, dtype=torch.float64)
+    piv = torch.ones(2, 4, dtype=torch.int32)
+    ours = {"cholesky_solve": lambda: hsma_trsm.cholesky_solve(B, F), "lu_solve": lambda: hsma_trsm.lu_solve(F, piv, B)}
+    theirs = {"cholesky_solve": lambda: torch.cholesky_solve(B, F), "lu_solve": lambda: torch.linalg.lu_solve(F, piv, B)}
+    with pytest.raises(RuntimeError) as t:
+        theirs[call]()
+    with pytest.raises(RuntimeError, match="^" + re.escape(str(t.value)) + "$"):
+        ours[call]()
