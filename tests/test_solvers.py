@@ -393,8 +393,10 @@ def test_batch_mismatch_message_as_torch(call):
     """Batch dims that do not broadcast: torch's RuntimeError, word for word."""
     B, F = torch.randn(3, 4, 2, dtype=torch.float64), torch.randn(2, 4, 4, dtype=torch.float64)
     piv = torch.ones(2, 4, dtype=torch.int32)
-    ours = {"cholesky_solve": lambda: hsma_trsm.cholesky_solve(B, F), "lu_solve": lambda: hsma_trsm.lu_solve(F, piv, B)}
-    theirs = {"cholesky_solve": lambda: torch.cholesky_solve(B, F), "lu_solve": lambda: torch.linalg.lu_solve(F, piv, B)}
+    ours = {"cholesky_solve": lambda: hsma_trsm.cholesky_solve(B, F),
+            "lu_solve": lambda: hsma_trsm.lu_solve(F, piv, B)}
+    theirs = {"cholesky_solve": lambda: torch.cholesky_solve(B, F),
+              "lu_solve": lambda: torch.linalg.lu_solve(F, piv, B)}
     with pytest.raises(RuntimeError) as t:
         theirs[call]()
     with pytest.raises(RuntimeError, match="^" + re.escape(str(t.value)) + "$"):
