@@ -257,7 +257,8 @@ def test_error_unsupported_dtype(device, fn, dtype):
         with pytest.raises(hsma_trsm.UnsupportedDtypeError, match=r"^hsma_trsm\.trsm_?: no solver for dtype"):
             fn(A, B)
         return
-    with pytest.raises(TypeError, match=r"^hsma::trsm_?: A must be float32, float64, complex64, complex128, bfloat16 or float16"):
+    with pytest.raises(TypeError,
+                       match=r"^hsma::trsm_?: A must be float32, float64, complex64, complex128, bfloat16 or float16"):
         fn(A, B)
 
 
