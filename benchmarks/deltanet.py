@@ -116,8 +116,9 @@ TIMING = {
 }
 
 # Contender column prefixes: hsma is each row's headline hsma call; hsma_bf16 (wu) the all-bfloat16 solve;
-# hsma_f32 (bf16) the float32 solve of the same values.
-NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32")
+# hsma_f32 (bf16) the float32 solve of the same values; hsma_solve (inverse) the inverse by the solve against an
+# identity (the override inverse=solve), where hsma is trtri's own choice.
+NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,10 +230,11 @@ def case_bytes(case: DCase) -> int:
 def add_rates(row: dict) -> dict:
     """Ratios (> 1: hsma faster) and hsma's (and fla's) bandwidth, from the times in the row:
     fla_speedup = fla / hsma, speedup = torch / hsma, fla_speedup_bf16 = fla / hsma_bf16, vs_f32 = hsma_f32 /
-    hsma, each eager and graph; GB/s = bytes over the GPU-only (graph) time where measured, else the eager time
+    hsma, fla_speedup_solve = fla / hsma_solve, each eager and graph; GB/s = bytes over the GPU-only (graph) time where measured, else the eager time
     (bw_basis), *_bw_frac = GB/s / copy_gbs."""
     for key, num, den in (("fla_speedup", "fla", "hsma"), ("speedup", "torch", "hsma"),
-                          ("fla_speedup_bf16", "fla", "hsma_bf16"), ("vs_f32", "hsma_f32", "hsma")):
+                          ("fla_speedup_bf16", "fla", "hsma_bf16"), ("vs_f32", "hsma_f32", "hsma"),
+                          ("fla_speedup_solve", "fla", "hsma_solve")):
         row[key] = ratio(row.get(f"{num}_us"), row.get(f"{den}_us"))
         gkey = "graph_" + key if key in ("speedup", "vs_f32") else key.replace("fla_", "fla_graph_", 1)
         row[gkey] = ratio(row.get(f"{num}_graph_us"), row.get(f"{den}_graph_us"))
@@ -257,9 +259,10 @@ def blank_row(case: DCase, copy_gbs: float = NAN) -> dict:
 
 
 COLUMNS = (["suite", "case", "shape", "dtype", "B", "T", "H", "BT", "k", "n", "matrices"]
-           + [f"{p}_us" for p in NAMES] + ["fla_speedup", "speedup", "fla_speedup_bf16", "vs_f32"]
+           + [f"{p}_us" for p in NAMES] + ["fla_speedup", "speedup", "fla_speedup_bf16", "vs_f32", "fla_speedup_solve"]
            + [f"{p}_graph_us" for p in NAMES]
-           + ["fla_graph_speedup", "graph_speedup", "fla_graph_speedup_bf16", "graph_vs_f32"]
+           + ["fla_graph_speedup", "graph_speedup", "fla_graph_speedup_bf16", "graph_vs_f32",
+              "fla_graph_speedup_solve"]
            + ["bytes", "bw_basis", "hsma_gbs", "fla_gbs", "copy_gbs", "hsma_bw_frac", "fla_bw_frac", "fla_first_s"]
            + [f"{p}_{s}" for s in ("min_us", "reps", "graph_calls") for p in NAMES]
            + [f"{p}_max_diff" for p in NAMES] + ["ref_max", "status", "note", "rounds"]
@@ -480,6 +483,16 @@ def _gen(device, seed):
     return torch.Generator(device=device).manual_seed(int(seed))
 
 
+def _forced(fn: Callable, **overrides) -> Callable:
+    """fn under hsma's development overrides (set and restored around each call: a few microseconds)."""
+    from hsma_trsm import _ops
+
+    def call():
+        with _ops.overrides(**overrides):
+            return fn()
+    return call
+
+
 def build_inverse(case: DCase, device, fla: Optional[Fla]) -> tuple:
     """(inputs, contenders, notes) of an inverse row."""
     import hsma_trsm
@@ -504,6 +517,8 @@ def build_inverse(case: DCase, device, fla: Optional[Fla]) -> tuple:
     od = None if out == F32 else out  # float32: the default path (the input's dtype)
     cons.append(Contender("hsma", lambda i: (lambda: hsma_trsm.inverse_triangular(
         i["V"], upper=False, unitriangular=True, out_dtype=od)), lambda i, X: X[idx], tol=tol))
+    cons.append(Contender("hsma_solve", lambda i: _forced(lambda: hsma_trsm.inverse_triangular(
+        i["V"], upper=False, unitriangular=True, out_dtype=od), inverse="solve"), lambda i, X: X[idx], tol=tol))
     notes = []
     if out == F32:
         inputs["I"] = torch.eye(BT, device=device).expand(V.shape)
@@ -721,7 +736,7 @@ def _targets() -> list:
 def summary_lines(rows: list) -> list:
     """Markdown bullets: per group the geometric means of the ratios it has."""
     out = []
-    keys = {"inverse": ("fla_speedup", "fla_graph_speedup", "speedup"), "wu": ("fla_speedup", "fla_graph_speedup",
+    keys = {"inverse": ("fla_speedup", "fla_graph_speedup", "fla_speedup_solve", "fla_graph_speedup_solve", "speedup"), "wu": ("fla_speedup", "fla_graph_speedup",
             "fla_speedup_bf16"), "qwen": ("speedup", "graph_speedup"), "bf16": ("vs_f32", "graph_vs_f32")}
     for g in GROUPS:
         sel = [r for r in rows if r["case"] == g]
@@ -732,14 +747,15 @@ def summary_lines(rows: list) -> list:
 
 
 def _alt_us(r: dict, graph: bool = False) -> float:
-    """The row's second hsma call: hsma_bf16 (wu) or hsma_f32 (bf16)."""
+    """The row's second hsma call: hsma_bf16 (wu), hsma_f32 (bf16) or hsma_solve (inverse)."""
     sfx = "_graph_us" if graph else "_us"
-    v = r.get("hsma_bf16" + sfx, NAN)
-    return v if bm._finite(v) else r.get("hsma_f32" + sfx, NAN)
+    return next((v for v in (r.get(p + sfx, NAN) for p in ("hsma_bf16", "hsma_f32", "hsma_solve")) if bm._finite(v)),
+                NAN)
 
 
 def _max_diff(r: dict) -> float:
-    return max((r[f"{p}_max_diff"] for p in ("hsma", "hsma_bf16", "hsma_f32") if bm._finite(r[f"{p}_max_diff"])),
+    return max((r[f"{p}_max_diff"] for p in ("hsma", "hsma_bf16", "hsma_f32", "hsma_solve")
+                if bm._finite(r[f"{p}_max_diff"])),
                default=NAN)
 
 
@@ -806,7 +822,8 @@ def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
                 + ["", f"Copy bandwidth: **{f_rate(copy_gbs)} GB/s** (`dst.copy_(src)`, 2 x bytes / median time)."])
     method = ("DeltaNet's per-chunk triangular work (issue 43): inverse = (I + A)^-1 of fla's [B, T, H, BT] float32 "
               "A (fla `solve_tril` / `hsma_trsm.inverse_triangular` on the strided (B, T/BT, H, BT, BT) view with "
-              "unitriangular=True / torch `solve_triangular` against an expanded identity, float32 only); dtype = "
+              "unitriangular=True / torch `solve_triangular` against an expanded identity, float32 only; h-alt = hsma "
+              "by the solve against an identity, the override inverse=solve); dtype = "
               "the inverse's output dtype. wu = w, u at BT 64, K = V = 128: fla `solve_tril` (bf16 output) + its "
               "w/u kernel `recompute_w_u_fwd` (bf16 k, v, beta) against one hsma solve of the A view against the "
               "[beta K | beta V] view (bf16, formed beforehand): hsma = float32 A (float32 result), h-alt = "

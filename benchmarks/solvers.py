@@ -12,7 +12,8 @@ Contenders, on the same inputs: torch (``torch.cholesky_solve`` / ``torch.linalg
 (``hsma_trsm.cholesky_solve`` / ``hsma_trsm.lu_solve``), and, on CUDA, switch (torch's function inside
 ``hsma_trsm.enabled()``: hsma's kernels reached through the dispatcher, as unchanged client code reaches them).
 Each is timed as run.py times a solve (rounds of isolated calls, CUDA events; then CUDA-graph replay) and checked
-against the float64 (complex128) torch result of the same inputs.
+against the float64 (complex128) torch result of the same inputs. torch's own implementation (switch off) is not
+graph-captured (:func:`graph_capturable`): its torch graph cell and the graph ratios are blank.
 """
 from __future__ import annotations
 
@@ -44,6 +45,19 @@ TIMING = {
                         graph=False),
 }
 _TOL = {torch.float32: 1e-3, torch.complex64: 1e-3, torch.float64: 1e-9, torch.complex128: 1e-9}
+# torch's operators that may run MAGMA on CUDA (batched cholesky_solve; cholesky_inverse and lu_solve by torch's
+# backend heuristics). MAGMA's calls cannot be captured in a CUDA graph, and a failed capture leaves MAGMA's queue
+# broken: the next MAGMA call aborts the process (magma_queue::setup_ptrArray assertion).
+MAGMA_OPS = frozenset({"cholesky_solve", "cholesky_inverse", "lu_solve"})
+NOT_CAPTURABLE_NOTE = "torch graph: not capturable (MAGMA)"
+
+
+def graph_capturable(op: str, reaches_hsma: bool) -> bool:
+    """Whether a benchmark may capture a call of ``op`` in a CUDA graph. ``reaches_hsma``: the call is hsma's
+    function, or torch's inside ``hsma_trsm.enabled()`` (routed to hsma): capturable. Otherwise it is torch's own
+    implementation (switch off): False for a MAGMA-backed operator, never tried, since a failed capture leaves
+    MAGMA unusable for the rest of the process."""
+    return reaches_hsma or op not in MAGMA_OPS
 
 
 def jobs_of(plan: dict, dtypes) -> list:
@@ -137,11 +151,13 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
             failed.add(name)
             notes.append(f"{name}: " + bm._short(e))
     if ctx.is_cuda and cfg.graph:
-        eager = [row[f"{p}_us"] for p in names if p not in failed]
+        # hsma and switch reach hsma's kernels; torch is torch's own call (switch off).
+        graphed = [p for p in names if p not in failed and graph_capturable(op, reaches_hsma=p != "torch")]
+        eager = [row[f"{p}_us"] for p in graphed]
         if eager and max(eager) <= cfg.graph_max_us:
-            for name in names:
-                if name in failed:
-                    continue
+            if "torch" not in failed and "torch" not in graphed:
+                notes.append(NOT_CAPTURABLE_NOTE)  # its graph cell and the graph ratios stay blank (NaN)
+            for name in graphed:
                 try:
                     with hsma_trsm.enabled() if name == "switch" else contextlib.nullcontext():
                         t = bu.time_cuda_graph(fns[name], est_us=row[f"{name}_us"], warmup=cfg.warmup,
@@ -202,7 +218,8 @@ def suite_solvers(ctx: bm.Ctx) -> bm.SuiteResult:
               "inputs (L: a triangular factor with a positive diagonal; LU, pivots: torch.linalg.lu_factor of a "
               "scaled permutation plus noise, so rows are swapped); 'switch' is torch's function inside "
               "hsma_trsm.enabled() (CUDA only): hsma's kernels reached through the dispatcher. speedup = torch us / "
-              "hsma us, switch = torch us / switch us; gr. = the same from CUDA-graph replay (GPU time only). "
+              "hsma us, switch = torch us / switch us; gr. = the same from CUDA-graph replay (GPU time only; blank "
+              "where torch's own call may run MAGMA, which cannot be captured: not tried). "
               "rel err against the float64 (complex128) torch result.")
     res = bm.SuiteResult(rows, cols, table, "solvers: cholesky_solve and lu_solve, hsma vs torch", method, targets)
     return res

@@ -40,6 +40,8 @@ PLANS = {
     "cpu": dict(exact=[200], svgp=[(64, 256)], botorch=[(30, 3)], kalman=[(200, 10)], check_steps=2),
     "cpu-quick": dict(exact=[60], svgp=[(16, 64)], botorch=[(12, 2)], kalman=[(50, 5)], check_steps=2),
 }
+# No CUDA-graph timing (graph=False, which the CLI cannot turn on): the torch run's steps call torch's own
+# cholesky_solve, which may run MAGMA and cannot be captured (solvers.graph_capturable).
 TIMING = {
     "gpu": bm.TimingCfg(warmup=1, target_s=0.3, min_reps=3, max_reps=30, max_s=2.0, warm_after_s=0.0, cap_s=8.0,
                         graph=False),

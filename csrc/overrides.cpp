@@ -107,6 +107,8 @@ const Key kKeys[] = {
        o.sweep_segment = static_cast<int>(x);
        return true;
      }},
+    {"inverse", "solve or kernel", nullptr,
+     [](Overrides& o, const std::string& v) { return one_of_names(v, {"solve", "kernel"}, &o.inverse); }},
 };
 constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
 

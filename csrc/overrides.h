@@ -45,6 +45,9 @@ struct Overrides {
   int sweep_rows = 0;      // its row block R (64; 128 for float32)
   int sweep_cols = 0;      // its panel width NC (1, 2, 4, 8, 16)
   int sweep_segment = 0;   // its task length G in row blocks
+  // torch.ops.hsma.trtri on CUDA (csrc/cuda/inverse.cpp). -1: its choice; 0 the solve against an identity,
+  // 1 the small inverse kernel (where it applies: real, k <= 64).
+  int inverse = -1;
   // Derived when set.
   bool small_forced = false;  // a small-path field above differs from its default
   const char* spec = "";      // canonical spec: the keys set, in kKeys' order

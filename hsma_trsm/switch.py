@@ -102,7 +102,9 @@ def is_enabled():
 @contextlib.contextmanager
 def enabled(*, _keys=("CUDA",), _ops=None):
     """:func:`enable` for the block; on exit, the state found on entry (enabled or not) is restored.
-    The switch is process-wide, not per thread: blocks in several threads must not overlap."""
+    The switch is process-wide, not per thread, and each block restores the state it found on entry: blocks in
+    several threads must not overlap (overlapping ones can turn the switch off inside another thread's block,
+    or leave it enabled after all have exited)."""
     with _lock:
         previous = _config
         enable(_keys=_keys, _ops=_ops)

@@ -3,6 +3,7 @@
 import math
 import os
 import sys
+import types
 
 import pytest
 import torch
@@ -41,6 +42,36 @@ def test_solvers_suite_cpu(tmp_path):
         assert float(r["speedup"]) == pytest.approx(float(r["torch_us"]) / float(r["hsma_us"]), rel=1e-4)
         assert math.isnan(float(r["switch_us"]))  # the switch routes CUDA tensors only
     assert not hsma_trsm.is_enabled()
+
+
+def test_graph_capturable_never_torchs_own_magma_ops():
+    for op in ("cholesky_solve", "cholesky_inverse", "lu_solve"):
+        assert not sv.graph_capturable(op, reaches_hsma=False)  # torch's own: MAGMA, capture would break it
+        assert sv.graph_capturable(op, reaches_hsma=True)  # hsma's function, or torch's under the switch
+    assert set(sv.OPS) <= sv.MAGMA_OPS
+    assert not any(cfg.graph for cfg in sc.TIMING.values())  # the switch suite's torch steps call cholesky_solve
+
+
+@pytest.mark.parametrize("op", sv.OPS)
+def test_solvers_graph_phase_skips_torchs_own_call(op, monkeypatch):
+    """The CUDA path's graph phase, run on the CPU with bu.time_cuda_graph faked: torch's own call (switch off) is
+    never captured, its graph cell and the graph ratios are NaN with a note, not an error; hsma and switch are."""
+    captured = []
+
+    def fake_graph(fn, est_us, **kw):
+        captured.append(hsma_trsm.is_enabled())
+        fn()
+        return bu.Timing.from_rounds([2.0 if hsma_trsm.is_enabled() else 1.0])
+
+    monkeypatch.setattr(bu, "time_cuda_graph", fake_graph)
+    ctx = types.SimpleNamespace(device=torch.device("cpu"), is_cuda=True, args=types.SimpleNamespace(seed=0))
+    cfg = bm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=5, cap_s=1.0, graph_max_us=1e9)
+    row = sv.run_solver_case(ctx, cfg, op, (4, 8, 2), torch.float64)
+    assert sorted(captured) == [False, True]  # hsma (switch off), switch (on); torch not
+    assert math.isnan(row["torch_graph_us"]) and row["hsma_graph_us"] == 1.0 and row["switch_graph_us"] == 2.0
+    assert math.isnan(row["graph_speedup"]) and math.isnan(row["switch_graph_speedup"])
+    assert sv.NOT_CAPTURABLE_NOTE in row["note"] and "graph(" not in row["note"]
+    assert row["status"] in {rp.OK, *rp.FLAGGED} and not hsma_trsm.is_enabled()
 
 
 def test_counted_switch_counts_and_restores():

@@ -130,6 +130,35 @@ def test_inverse_grid_stride_cuda(device, dtype, k, hsma_overrides, gen):
 
 
 # ---------------------------------------------------------------------------------------------
+# Both CUDA methods forced (the override `inverse`): the kernel, which stages in 16-byte loads where the
+# rows are contiguous and 16-byte aligned (element by element otherwise), and the solve against an identity.
+
+
+def _window(A, shift):
+    """A inside a NaN buffer whose rows have 8 spare elements, starting `shift` elements in: 16-byte aligned
+    rows for shift 8 (and 0), not for 2."""
+    k = A.shape[-1]
+    big = torch.full((*A.shape[:-2], k, k + 8), float("nan"), dtype=A.dtype, device=A.device)
+    big[..., shift:shift + k] = A
+    return big[..., shift:shift + k]
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("method", ["kernel", "solve"])
+@pytest.mark.parametrize("dtype", REAL, ids=dtype_id)
+@pytest.mark.parametrize("shift", [None, 2, 8], ids=["contiguous", "shift2", "shift8"])
+@pytest.mark.parametrize("k", [16, 24, 61, 64])
+@pytest.mark.parametrize("upper,unit", [(False, False), (False, True), (True, False)],
+                         ids=["lower", "lower-unit", "upper"])
+def test_inverse_methods_cuda(device, method, dtype, shift, k, upper, unit, hsma_overrides, gen):
+    A = make_triangular(k, batch=(5,), dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+    V = A if shift is None else _window(A, shift)
+    hsma_overrides(inverse=method)
+    X = hsma_trsm.inverse_triangular(V, upper=upper, unitriangular=unit)
+    check_inverse(X, A, upper=upper, unit=unit)
+
+
+# ---------------------------------------------------------------------------------------------
 # out_dtype.
 
 OUT_ORDERS = [7, 64, 70]

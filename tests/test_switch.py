@@ -113,23 +113,35 @@ def test_refuses_what_would_recurse_or_does_not_exist():
     assert not hsma_trsm.is_enabled()
 
 
-def test_enable_from_threads():
-    errors = []
+def test_enable_disable_from_threads():
+    """The switch is process-wide: enable() / disable() from several threads at once never raise and leave torch's
+    dispatcher table whole (one registration per operator, or none). Overlapping ``enabled()`` blocks in threads
+    promise no final state (each restores what it found on entry): not tested here, see ``enabled()``."""
+    before = _dumps()
+    hsma_trsm.enable()
+    on = _dumps()
+    hsma_trsm.disable()
+    n_threads = 4
+    start, errors = threading.Barrier(n_threads), []
 
     def work():
         try:
+            start.wait(timeout=30)
             for _ in range(20):
-                with hsma_trsm.enabled():
-                    pass
+                hsma_trsm.enable()
+                hsma_trsm.disable()
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
+    threads = [threading.Thread(target=work) for _ in range(n_threads)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    assert not errors and not hsma_trsm.is_enabled()
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert _dumps() == (on if hsma_trsm.is_enabled() else before)  # a thread's enable() may come last
+    hsma_trsm.disable()
+    assert not hsma_trsm.is_enabled() and _dumps() == before
 
 
 # ---------------------------------------------------------------------------------------------

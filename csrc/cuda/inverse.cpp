@@ -52,27 +52,37 @@ void run_inverse(const at::Tensor& A_in, at::Tensor& X, bool upper, bool unit) {
   check_launch(launch_tri_inverse<S, O>(p, c10::cuda::getCurrentCUDAStream()), "launching the inverse kernel");
 }
 
+// The inverse kernel's dtypes: float32 / bfloat16 / float16 to any of the three, float64 to float64.
+bool kernel_takes(at::ScalarType in, at::ScalarType out) {
+  if (in == at::kDouble || out == at::kDouble) return in == out;
+  return !at::isComplexType(in) && !at::isComplexType(out);
+}
+
+// The kernel or the solve against an identity for a k x k triangle (the override `inverse` forces one
+// where both apply).
+bool use_inverse_kernel(int64_t k, at::ScalarType in, at::ScalarType out) {
+  if (k > kInverseMaxK || !kernel_takes(in, out)) return false;
+  const int forced = overrides().inverse;
+  return forced < 0 || forced == 1;
+}
+
 at::Tensor trtri_cuda(const at::Tensor& A_in, bool upper, bool unitriangular,
                       std::optional<at::ScalarType> out_dtype) {
   const at::ScalarType out = check_trtri(A_in, out_dtype, "hsma::trtri");
   const c10::cuda::CUDAGuard guard(A_in.device());
   const at::Tensor A = A_in.resolve_neg();
   const at::ScalarType in = A.scalar_type();
-  const bool small = A.size(-1) <= kInverseMaxK;
-  if (small && in == at::kDouble && out == at::kDouble) {
-    at::Tensor X = at::empty(A.sizes(), A.options());
-    if (X.numel() > 0) run_inverse<double, double>(A, X, upper, unitriangular);
-    return X;
-  }
-  if (small && !at::isComplexType(in) && in != at::kDouble && out != at::kDouble) {
-    at::Tensor X = at::empty(A.sizes(), A.options().dtype(out));
-    if (X.numel() == 0) return X;
+  if (!use_inverse_kernel(A.size(-1), in, out)) return trtri_by_solve(A, upper, unitriangular, out);
+  at::Tensor X = at::empty(A.sizes(), A.options().dtype(out));
+  if (X.numel() == 0) return X;
+  if (in == at::kDouble) {
+    run_inverse<double, double>(A, X, upper, unitriangular);
+  } else {
     with_stored_type(in, [&](auto s) {
       with_stored_type(out, [&](auto o) { run_inverse<decltype(s), decltype(o)>(A, X, upper, unitriangular); });
     });
-    return X;
   }
-  return trtri_by_solve(A, upper, unitriangular, out);
+  return X;
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // InverseProblem of trsm_problem.h, reading only L's lower triangle and no identity.
 //
 // A block takes kMats matrices, padded to an order M of 16, 32 or 64 (identity below and right of
-// k). Their triangles are staged in shared memory in the arithmetic type C, then thread j of a
+// k). Their triangles are staged in shared memory in the arithmetic type C (in 16-byte loads where
+// L's rows are contiguous and aligned, as in fla's [B, T, H, BT] layout, so that enough bytes are
+// in flight to feed the SM; element by element otherwise), then thread j of a
 // matrix solves L x = e_j for column j of the inverse by forward substitution, x in registers
 // (every loop unrolled, so indices are static): row i needs L(i, 0..i-1), read by all threads of
 // the matrix at once (a broadcast), and the sums are split over four accumulators for latency.
@@ -17,9 +19,54 @@ namespace {
 
 template <typename C> __host__ __device__ constexpr int inverse_threads() { return sizeof(C) == 8 ? 64 : 128; }
 
+// 16 bytes of stored elements: one vector load.
+template <typename S> struct alignas(16) Vec16 {
+  static constexpr int kLen = 16 / int(sizeof(S));
+  S v[kLen];
+};
+
+// Element (i, l) of a staged matrix: L's where the triangle holds it, the identity elsewhere.
+template <typename C, typename S>
+__device__ inline C staged(S v, int i, int l, int k, bool unit) {
+  return i < k && (l < i || (l == i && !unit)) ? to_compute<C>(v) : C(i == l ? 1 : 0);
+}
+
+// Stages the block's kMats matrices into Ls (row-major, order M). vec: L's rows are contiguous, k and
+// every offset are multiples of Vec16's length and L is 16-byte aligned (the host checks); then each
+// 16-byte piece of a row that holds part of the triangle is one load, and pieces above it none.
+template <typename C, typename S, int M, int kMats, int kThreads, typename O>
+__device__ inline void stage(const InverseProblem<S, O>& p, int64_t b0, const int64_t (*offs)[2], C* Ls,
+                             bool l_rows_fastest, bool vec) {
+  const int t = static_cast<int>(threadIdx.x), k = static_cast<int>(p.k);
+  if (vec) {
+    constexpr int V = Vec16<S>::kLen, kPer = M / V;  // pieces per row (M >= 16 >= V)
+    constexpr int kUnroll = 16 / V;                  // 64 bytes in flight per thread and pass (no spills)
+#pragma unroll kUnroll
+    for (int e = t; e < kMats * M * kPer; e += kThreads) {
+      const int gg = e / (M * kPer), i = (e / kPer) % M, l0 = (e % kPer) * V;
+      Vec16<S> w{};
+      if (b0 + gg < p.batch && i < k && l0 < k && (l0 < i || (l0 == i && !p.unit)))
+        w = *reinterpret_cast<const Vec16<S>*>(p.L + offs[gg][0] + i * p.l.row + l0);
+      C* dst = Ls + gg * M * M + i * M + l0;
+#pragma unroll
+      for (int u = 0; u < V; ++u) dst[u] = staged<C>(w.v[u], i, l0 + u, k, p.unit);
+    }
+    return;
+  }
+  // Element by element, walked along L's contiguous direction.
+#pragma unroll 4
+  for (int e = t; e < kMats * M * M; e += kThreads) {
+    const int gg = e / (M * M), a = (e / M) % M, c = e % M;
+    const int i = l_rows_fastest ? c : a, l = l_rows_fastest ? a : c;
+    S v{};
+    if (b0 + gg < p.batch && i < k && (l < i || (l == i && !p.unit))) v = p.L[offs[gg][0] + i * p.l.row + l * p.l.col];
+    Ls[gg * M * M + i * M + l] = staged<C>(v, i, l, k, p.unit);
+  }
+}
+
 template <typename S, typename O, int M>
 __global__ void __launch_bounds__(inverse_threads<typename compute_of<S>::type>())
-tri_inverse_kernel(InverseProblem<S, O> p, bool l_rows_fastest) {
+tri_inverse_kernel(InverseProblem<S, O> p, bool l_rows_fastest, bool vec) {
   using C = typename compute_of<S>::type;
   constexpr int kThreads = inverse_threads<C>();
   constexpr int kMats = kThreads / M;
@@ -40,16 +87,7 @@ tri_inverse_kernel(InverseProblem<S, O> p, bool l_rows_fastest) {
       offs[t][1] = off[2];
     }
     __syncthreads();
-    // Stage: element e of the block's matrices, walked along L's contiguous direction.
-#pragma unroll 4
-    for (int e = t; e < kMats * M * M; e += kThreads) {
-      const int gg = e / (M * M), a = (e / M) % M, c = e % M;
-      const int i = l_rows_fastest ? c : a, l = l_rows_fastest ? a : c;
-      C v = C(i == l ? 1 : 0);
-      if (b0 + gg < p.batch && i < k && (l < i || (l == i && !p.unit)))
-        v = to_compute<C>(p.L[offs[gg][0] + i * p.l.row + l * p.l.col]);
-      Ls[gg * M * M + i * M + l] = v;
-    }
+    stage<C, S, M, kMats, kThreads>(p, b0, offs, Ls, l_rows_fastest, vec);
     __syncthreads();
 
     const C* Lg = Ls + g * M * M;
@@ -92,7 +130,10 @@ hsmaError_t launch_order(const InverseProblem<S, O>& p, hsmaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(tasks < cap ? tasks : cap);
   // Stage along L's contiguous direction: down the columns when its rows are the closer together.
   const bool rows_fastest = (p.l.row < 0 ? -p.l.row : p.l.row) < (p.l.col < 0 ? -p.l.col : p.l.col);
-  tri_inverse_kernel<S, O, M><<<grid, kThreads, 0, stream>>>(p, rows_fastest);
+  constexpr int V = Vec16<S>::kLen;
+  bool vec = p.l.col == 1 && p.k % V == 0 && p.l.row % V == 0 && reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
+  for (int d = 0; d < p.bl.ndim; ++d) vec = vec && p.bl.stride[0][d] % V == 0;
+  tri_inverse_kernel<S, O, M><<<grid, kThreads, 0, stream>>>(p, rows_fastest, vec);
   return hsmaGetLastError();
 }
 
