@@ -215,12 +215,9 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
     projected on A's triangle (strict when ``unitriangular``).
     """
     fn = "hsma_trsm.inverse_triangular"
-    if not isinstance(A, torch.Tensor) and not hasattr(A, "__torch_function__"):
-        raise TypeError(f"{fn}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
-    if upper is not True and upper is not False:
-        raise _not_bool(fn, "upper", upper)
-    if unitriangular is not True and unitriangular is not False:
-        raise _not_bool(fn, "unitriangular", unitriangular)
+    _check_tensor(fn, "A", 1, A)
+    _check_bool(fn, "upper", upper)
+    _check_bool(fn, "unitriangular", unitriangular)
     if out is not None and not isinstance(out, torch.Tensor):
         raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_typename(out)}")
     if out_dtype is None and out is not None:
@@ -249,22 +246,28 @@ def _typename(obj):
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def _check_tensor(fn, name, position, x):
+    """torch's TypeError for a tensor argument that is not one. Objects with __torch_function__ (fx Proxies,
+    tensor-likes) pass: they take the call over themselves."""
+    if not isinstance(x, torch.Tensor) and not hasattr(x, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Tensor, not {_typename(x)}")
+
+
+def _check_bool(fn, name, value):
+    """Exactly True or False: torch refuses 0/1, None, NumPy bools and 0-dim tensors alike."""
+    if value is not True and value is not False:
+        raise _not_bool(fn, name, value)
+
+
 def _check_args(fn, A, B, left, upper, unitriangular, trans="N", alpha=1):
     """Raises torch's TypeError for an argument of the wrong type (the public functions' path
     after the eager entry declined, trsm_, and under torch.compile). Returns alpha, a NumPy
     scalar as the Python number torch.ops takes. Straight-line: trsm_ runs it on every call."""
-    # Objects with __torch_function__ (fx Proxies, tensor-likes) take the call over themselves.
-    if not isinstance(A, torch.Tensor) and not hasattr(A, "__torch_function__"):
-        raise TypeError(f"{fn}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
-    if not isinstance(B, torch.Tensor) and not hasattr(B, "__torch_function__"):
-        raise TypeError(f"{fn}(): argument 'B' (position 2) must be Tensor, not {_typename(B)}")
-    # Exactly True or False: torch refuses 0/1, None, NumPy bools and 0-dim tensors alike.
-    if left is not True and left is not False:
-        raise _not_bool(fn, "left", left)
-    if upper is not True and upper is not False:
-        raise _not_bool(fn, "upper", upper)
-    if unitriangular is not True and unitriangular is not False:
-        raise _not_bool(fn, "unitriangular", unitriangular)
+    _check_tensor(fn, "A", 1, A)
+    _check_tensor(fn, "B", 2, B)
+    _check_bool(fn, "left", left)
+    _check_bool(fn, "upper", upper)
+    _check_bool(fn, "unitriangular", unitriangular)
     if not isinstance(trans, str):
         raise TypeError(f"{fn}(): argument 'trans' must be str, not {_typename(trans)}")
     if type(alpha) in _NUMBER_TYPES or isinstance(alpha, (torch.SymInt, torch.SymFloat)):
