@@ -175,8 +175,10 @@ template <typename T> bool sweep_fits(const SweepProblem<T>& p) {
 
 // inv(L) for lower triangular L of order k <= kInverseMaxK (LAPACK's trtri, batched; an upper
 // triangle is read backwards by the host, as in the solves), written whole: zeros above the
-// diagonal. Only L's lower triangle is read (not its diagonal when `unit`). S: the stored type of
-// L, O: the inverse's (float, double, bfloat16_bits, float16_bits; arithmetic in compute_of<S>).
+// diagonal. Only L's lower triangle is used (not its diagonal when `unit`); 16-byte pieces of a
+// row that cross the diagonal are loaded whole and their other entries discarded. S: the stored
+// type of L, O: the inverse's (float, double, bfloat16_bits, float16_bits; arithmetic in
+// compute_of<S>).
 template <typename S, typename O>
 struct InverseProblem {
   int64_t k = 0, batch = 1;
