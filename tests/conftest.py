@@ -361,6 +361,14 @@ def sync(device):
 
 
 @pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches reset before and after the test (compile counts start from zero)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
 def hsma_overrides():
     """A setter of the library's development overrides (hsma_trsm._ops.set_overrides: keys as
     keywords, None removes one); the overrides from before the test are restored after it."""

@@ -24,13 +24,6 @@ from conftest import (
 BOOL = [False, True]
 
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _step(A, B, C):
     """A little 'training' computation: the drop-in (left and right), the op with every keyword,
     pointwise work around them, a scalar loss."""

@@ -372,13 +372,6 @@ def test_half_autograd(device, dtype, left, upper, trans, unit, k, gen):
 # torch.compile (fullgraph) and opcheck.
 
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_fullgraph_bfloat16(device, fresh_dynamo, gen):
     dtype = torch.bfloat16

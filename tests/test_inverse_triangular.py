@@ -548,13 +548,6 @@ def test_opcheck_fla_view(device, gen):
     assert all(v == "SUCCESS" for v in result.values()), result
 
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_compile_fullgraph(device, dynamic, fresh_dynamo, gen):

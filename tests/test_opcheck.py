@@ -87,13 +87,6 @@ def test_opcheck_trsm_inplace(device, dtype, k, left, trans, gen):
 # AOT autograd without inductor's compile time).
 
 
-@pytest.fixture
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compile_solve_triangular(device, backend, fresh_dynamo, gen):
