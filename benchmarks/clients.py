@@ -225,15 +225,11 @@ def merge_fwd_bwd(row: dict, case: bm.Case, dtype, device_type: str) -> dict:
                                        case.batch_count)
     notes = fb["notes"] + flag_notes
     err = row.get("hsma_grad_rel_err", math.nan)
-    if "hsma" in fb["failed"]:
-        status = rp.ERROR
-    elif "torch" not in fb["failed"] and not (err <= tol):
-        status = rp.INACCURATE
+    error = "hsma" in fb["failed"]
+    off = "torch" not in fb["failed"] and not (err <= tol)
+    if off and not error:
         notes.append(f"hsma gradients off torch's by {err:.2e} > tol {tol:.0e}")
-    elif fb["failed"]:
-        status = rp.PARTIAL
-    else:
-        status = flag
+    status = bm.row_status(error, off, bool(fb["failed"]), flag)
     old = row.get("status") or rp.OK
     rank = {s: i for i, s in enumerate(_RANK)}
     row["status"] = min(old, status, key=lambda s: rank.get(s, 0))

@@ -704,15 +704,8 @@ def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: 
         notes.append(f"{c.name} max diff {f_err(err)} > {c.tol:g} x {scale:.3g}")  # NaN included
     flag, flag_notes = bm.timing_flags(timings, device.type, _flops(case), row["bytes"], case.matrices)
     notes += flag_notes
-    if any(c.checked and c.name in failed for c in contenders):
-        status = rp.ERROR
-    elif bad:
-        status = rp.INACCURATE
-    elif failed:
-        status = rp.PARTIAL
-    else:
-        status = flag
-    row.update(status=status, note="; ".join(notes))
+    error = any(c.checked and c.name in failed for c in contenders)
+    row.update(status=bm.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return add_rates(row)
 
 

@@ -572,17 +572,17 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
            and not (row[f"{c.name}_rel_err"] <= tol)]  # NaN counts as inaccurate
     flag, flag_notes = timing_flags(timings, device.type, row["flops"], case_bytes(case, dtype), case.batch_count)
     notes += flag_notes
-    if any(c.checked and c.name in failed for c in contenders):
-        status = rp.ERROR
-    elif bad:
-        status = rp.INACCURATE
+    error = any(c.checked and c.name in failed for c in contenders)
+    if bad and not error:
         notes += [f"{n} rel_err {row[f'{n}_rel_err']:.2e} > tol {tol:.0e}" for n in bad]
-    elif failed:
-        status = rp.PARTIAL
-    else:
-        status = flag
-    row.update(status=status, note="; ".join(notes))
+    row.update(status=row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return row
+
+
+def row_status(error: bool, inaccurate: bool, partial: bool, flag: str) -> str:
+    """A row's status, the worst that applies: error (a checked contender failed), inaccurate (one's result is
+    off), partial (an unchecked contender or a graph failed), else the timing flag (ok, noisy, ...)."""
+    return rp.ERROR if error else rp.INACCURATE if inaccurate else rp.PARTIAL if partial else flag
 
 
 def solve_rates(row: dict, names=("hsma", "torch"), unit: str = "gflops") -> dict:

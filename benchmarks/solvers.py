@@ -23,7 +23,6 @@ import time
 
 import torch
 
-from . import report as rp
 from . import run as bm
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_us, f_x, ratio
@@ -177,16 +176,10 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
     bad = [p for p in names if p != "torch" and p not in failed and not row[f"{p}_rel_err"] <= tol]
     flag, flag_notes = bm.timing_flags(timings, device.type, row["flops"])
     notes += flag_notes
-    if any(p in failed for p in ("hsma", "switch")):
-        status = rp.ERROR
-    elif bad:
-        status = rp.INACCURATE
+    error = any(p in failed for p in ("hsma", "switch"))
+    if bad and not error:
         notes += [f"{p} rel_err {row[f'{p}_rel_err']:.2e} > tol {tol:.0e}" for p in bad]
-    elif failed:
-        status = rp.PARTIAL
-    else:
-        status = flag
-    row.update(status=status, note="; ".join(notes))
+    row.update(status=bm.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return row
 
 
