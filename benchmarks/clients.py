@@ -156,12 +156,6 @@ def contenders() -> tuple:
 # Forward + backward
 
 
-def _graph_time(fn, est_us: float, cfg: bm.TimingCfg) -> "bu.Timing":
-    return bu.time_cuda_graph(fn, est_us=est_us, warmup=cfg.warmup, target_replay_s=cfg.graph_replay_s,
-                              max_calls=cfg.graph_max_calls, target_s=cfg.graph_target_s,
-                              min_reps=cfg.graph_min_reps, max_reps=cfg.graph_max_reps)
-
-
 def fwd_bwd(device, cfg: bm.TimingCfg, case: bm.Case, dtype, solvers) -> Callable:
     """run_case's ``extra``: times ``torch.autograd.grad(solve(A, B), (A, B), G)`` of each solver on the case's
     A and B (G fixed, the result's shape), eager then (CUDA, every eager time below cfg.graph_max_us) by graph
@@ -203,7 +197,7 @@ def fwd_bwd(device, cfg: bm.TimingCfg, case: bm.Case, dtype, solvers) -> Callabl
                 if c.name in fb["failed"]:
                     continue
                 try:
-                    t = _graph_time(fns[c.name], row[f"{c.name}_fb_us"], cfg)
+                    t = bm.graph_time(fns[c.name], row[f"{c.name}_fb_us"], cfg)
                     row[f"{c.name}_fb_graph_us"], row[f"{c.name}_fb_graph_calls"] = t.median_us, t.calls_per_sample
                 except Exception as e:  # noqa: BLE001
                     fb["failed"].add(f"graph-{c.name}")
@@ -308,13 +302,7 @@ def summary_lines(rows: list) -> list:
 
 def suite_clients(ctx: bm.Ctx) -> bm.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
-    copy_gbs = math.nan
-    try:
-        copy_gbs, _, _ = bu.copy_bandwidth(ctx.device)
-        bu.log(f"copy bandwidth: {f_rate(copy_gbs)} GB/s")
-    except Exception as e:  # noqa: BLE001
-        bu.log(f"copy bandwidth: not measured ({bm._short(e)})")
-    bm._cleanup(ctx.device)
+    copy_gbs = bm.logged_copy_gbs(ctx.device)
     solvers = contenders()
     cases = client_cases(PLANS[ctx.mode], ctx.dtypes, ctx.args.seed)
     jobs = run_order(cases)

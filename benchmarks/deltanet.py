@@ -683,10 +683,7 @@ def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: 
             if c.name in failed or not (row[f"{c.name}_us"] <= cfg.graph_max_us):
                 continue
             try:
-                t = bu.time_cuda_graph(fns[c.name], est_us=row[f"{c.name}_us"], warmup=cfg.warmup,
-                                       target_replay_s=cfg.graph_replay_s, max_calls=cfg.graph_max_calls,
-                                       target_s=cfg.graph_target_s, min_reps=cfg.graph_min_reps,
-                                       max_reps=cfg.graph_max_reps)
+                t = bm.graph_time(fns[c.name], row[f"{c.name}_us"], cfg)
                 row[f"{c.name}_graph_us"], row[f"{c.name}_graph_calls"] = t.median_us, t.calls_per_sample
             except Exception as e:  # noqa: BLE001
                 failed.add(f"graph-{c.name}")
@@ -754,13 +751,7 @@ def _max_diff(r: dict) -> float:
 
 def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
-    copy_gbs = NAN
-    try:
-        copy_gbs, _, _ = bu.copy_bandwidth(ctx.device)
-        bu.log(f"copy bandwidth: {f_rate(copy_gbs)} GB/s")
-    except Exception as e:  # noqa: BLE001
-        bu.log(f"copy bandwidth: not measured ({bm._short(e)})")
-    bm._cleanup(ctx.device)
+    copy_gbs = bm.logged_copy_gbs(ctx.device)
     cases = deltanet_cases(PLANS[ctx.mode], ctx.dtypes, ctx.args.seed)
     if not cases:
         bu.log("no cases: the suite's rows are float32 / bfloat16, and float32 is not among --dtypes")

@@ -548,10 +548,7 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
                     continue
                 try:
                     with bu.hsma_overrides(c.overrides):
-                        t = bu.time_cuda_graph(fns[c.name], est_us=row[f"{c.name}_us"], warmup=cfg.warmup,
-                                               target_replay_s=cfg.graph_replay_s, max_calls=cfg.graph_max_calls,
-                                               target_s=cfg.graph_target_s, min_reps=cfg.graph_min_reps,
-                                               max_reps=cfg.graph_max_reps)
+                        t = graph_time(fns[c.name], row[f"{c.name}_us"], cfg)
                     row[f"{c.name}_graph_us"], row[f"{c.name}_graph_calls"] = t.median_us, t.calls_per_sample
                 except Exception as e:  # noqa: BLE001
                     failed.add(f"graph-{c.name}")
@@ -577,6 +574,25 @@ def run_case(case: Case, dtype, device, cfg: TimingCfg, contenders=(HSMA, TORCH)
         notes += [f"{n} rel_err {row[f'{n}_rel_err']:.2e} > tol {tol:.0e}" for n in bad]
     row.update(status=row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return row
+
+
+def logged_copy_gbs(device) -> float:
+    """The copy bandwidth (bu.copy_bandwidth, GB/s; NaN where it fails), logged; the memory given back."""
+    gbs = math.nan
+    try:
+        gbs, _, _ = bu.copy_bandwidth(device)
+        bu.log(f"copy bandwidth: {f_rate(gbs)} GB/s")
+    except Exception as e:  # noqa: BLE001
+        bu.log(f"copy bandwidth: not measured ({_short(e)})")
+    _cleanup(device)
+    return gbs
+
+
+def graph_time(fn, est_us: float, cfg: TimingCfg) -> "bu.Timing":
+    """fn's GPU-only time per call (bu.time_cuda_graph) with cfg's graph settings."""
+    return bu.time_cuda_graph(fn, est_us=est_us, warmup=cfg.warmup, target_replay_s=cfg.graph_replay_s,
+                              max_calls=cfg.graph_max_calls, target_s=cfg.graph_target_s,
+                              min_reps=cfg.graph_min_reps, max_reps=cfg.graph_max_reps)
 
 
 def row_status(error: bool, inaccurate: bool, partial: bool, flag: str) -> str:

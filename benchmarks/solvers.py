@@ -159,10 +159,7 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
             for name in graphed:
                 try:
                     with hsma_trsm.enabled() if name == "switch" else contextlib.nullcontext():
-                        t = bu.time_cuda_graph(fns[name], est_us=row[f"{name}_us"], warmup=cfg.warmup,
-                                               target_replay_s=cfg.graph_replay_s, max_calls=cfg.graph_max_calls,
-                                               target_s=cfg.graph_target_s, min_reps=cfg.graph_min_reps,
-                                               max_reps=cfg.graph_max_reps)
+                        t = bm.graph_time(fns[name], row[f"{name}_us"], cfg)
                     row[f"{name}_graph_us"] = t.median_us
                 except Exception as e:  # noqa: BLE001
                     failed.add(f"graph-{name}")
