@@ -479,10 +479,6 @@ class Contender:
     tol: float = 1e-3
 
 
-def _gen(device, seed):
-    return torch.Generator(device=device).manual_seed(int(seed))
-
-
 def _forced(fn: Callable, **overrides) -> Callable:
     """fn under hsma's development overrides (set and restored around each call: a few microseconds)."""
     from hsma_trsm import _ops
@@ -498,7 +494,7 @@ def build_inverse(case: DCase, device, fla: Optional[Fla]) -> tuple:
     import hsma_trsm
 
     B, T, H, BT = case.B, case.T, case.H, case.BT
-    g = _gen(device, case.seed)
+    g = bu._generator(device, case.seed)
     keys = torch.nn.functional.normalize(torch.randn(B, T, H, KEY_DIM, device=device, generator=g), dim=-1)
     beta = torch.sigmoid(torch.randn(B, T, H, device=device, generator=g))
     A = deltanet_A(B, T, H, BT, keys, beta)
@@ -536,7 +532,7 @@ def build_wu(case: DCase, device, fla: Optional[Fla]) -> tuple:
     B, T, H, BT = case.B, case.T, case.H, case.BT
     K = case.n // 2
     Vd = case.n - K
-    g = _gen(device, case.seed)
+    g = bu._generator(device, case.seed)
     k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=device, generator=g), dim=-1).to(BF16)
     v = torch.randn(B, T, H, Vd, device=device, generator=g).to(BF16)
     beta = torch.sigmoid(torch.randn(B, T, H, device=device, generator=g)).to(BF16)
@@ -572,7 +568,7 @@ def build_qwen(case: DCase, device, fla=None) -> tuple:
     import hsma_trsm
 
     B, H, NC, C, dv, dt = case.B, case.H, case.T // case.BT, case.BT, case.n, case.dtype
-    g = _gen(device, case.seed)
+    g = bu._generator(device, case.seed)
     key = torch.nn.functional.normalize(torch.randn(B, H, NC, C, 128, device=device, generator=g), dim=-1)
     beta = torch.sigmoid(torch.randn(B, H, NC, C, 1, device=device, generator=g))
     ut = ((key * beta) @ key.mT).tril().to(dt)  # diagonal beta |k|^2, not 1: unitriangular ignores it

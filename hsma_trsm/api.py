@@ -263,11 +263,16 @@ def _check_args(fn, A, B, left, upper, unitriangular, trans="N", alpha=1):
     """Raises torch's TypeError for an argument of the wrong type (the public functions' path
     after the eager entry declined, trsm_, and under torch.compile). Returns alpha, a NumPy
     scalar as the Python number torch.ops takes. Straight-line: trsm_ runs it on every call."""
-    _check_tensor(fn, "A", 1, A)
-    _check_tensor(fn, "B", 2, B)
-    _check_bool(fn, "left", left)
-    _check_bool(fn, "upper", upper)
-    _check_bool(fn, "unitriangular", unitriangular)
+    if not isinstance(A, torch.Tensor) and not hasattr(A, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
+    if not isinstance(B, torch.Tensor) and not hasattr(B, "__torch_function__"):
+        raise TypeError(f"{fn}(): argument 'B' (position 2) must be Tensor, not {_typename(B)}")
+    if left is not True and left is not False:
+        raise _not_bool(fn, "left", left)
+    if upper is not True and upper is not False:
+        raise _not_bool(fn, "upper", upper)
+    if unitriangular is not True and unitriangular is not False:
+        raise _not_bool(fn, "unitriangular", unitriangular)
     if not isinstance(trans, str):
         raise TypeError(f"{fn}(): argument 'trans' must be str, not {_typename(trans)}")
     if type(alpha) in _NUMBER_TYPES or isinstance(alpha, (torch.SymInt, torch.SymFloat)):

@@ -11,7 +11,7 @@ as the CUDA kernels of those operators.
 import torch
 from torch.overrides import handle_torch_function, has_torch_function
 
-from .api import _not_bool, _typename, trsm
+from .api import _check_bool, _typename, trsm
 
 __all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
 
@@ -49,7 +49,7 @@ def cholesky_solve(B, L, upper=False):
         return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
     _check_tensor("cholesky_solve", "B", 1, B)
     _check_tensor("cholesky_solve", "L", 2, L)
-    _check_bool("cholesky_solve", "upper", upper)
+    _check_bool("hsma_trsm.cholesky_solve", "upper", upper)
     return _cholesky_solve(B, L, upper)
 
 
@@ -76,7 +76,7 @@ def cholesky_inverse(L, upper=False):
     if has_torch_function((L,)):
         return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
     _check_tensor("cholesky_inverse", "L", 1, L)
-    _check_bool("cholesky_inverse", "upper", upper)
+    _check_bool("hsma_trsm.cholesky_inverse", "upper", upper)
     return _cholesky_inverse(L, upper)
 
 
@@ -116,8 +116,8 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     _check_tensor("lu_solve", "LU", 1, LU)
     _check_tensor("lu_solve", "pivots", 2, pivots)
     _check_tensor("lu_solve", "B", 3, B)
-    _check_bool("lu_solve", "left", left)
-    _check_bool("lu_solve", "adjoint", adjoint)
+    _check_bool("hsma_trsm.lu_solve", "left", left)
+    _check_bool("hsma_trsm.lu_solve", "adjoint", adjoint)
     return _lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
 
 
@@ -125,11 +125,6 @@ def _check_tensor(fn, name, position, value):
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"hsma_trsm.{fn}(): argument '{name}' (position {position}) must be Tensor, "
                         f"not {_typename(value)}")
-
-
-def _check_bool(fn, name, value):
-    if value is not True and value is not False:  # exactly bool, as torch: not 0/1, None, NumPy bools
-        raise _not_bool(f"hsma_trsm.{fn}", name, value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -360,6 +360,12 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def assert_same_bits(X, Y):
+    """X and Y identical: dtype, shape and every bit (NaN where the other has NaN)."""
+    assert X.dtype == Y.dtype and X.shape == Y.shape
+    torch.testing.assert_close(X, Y, rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.fixture
 def fresh_dynamo():
     """Dynamo's caches reset before and after the test (compile counts start from zero)."""

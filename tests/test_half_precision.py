@@ -25,6 +25,7 @@ import hsma_trsm
 from conftest import (
     CUDA_DEVICES,
     DEVICES,
+    assert_same_bits,
     assert_unchanged,
     b_shape,
     check_solution,
@@ -71,11 +72,6 @@ def check_half(X, A, B, *, dtype, left=True, upper=False, trans="N", unitriangul
 
 def solve_kwargs(left, upper, trans, unit, alpha=1):
     return dict(left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
-
-
-def assert_same_bits(X, Y):
-    assert X.dtype == Y.dtype and X.shape == Y.shape
-    torch.testing.assert_close(X, Y, rtol=0, atol=0, equal_nan=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import hsma_trsm
 from conftest import (
     CUDA_DEVICES,
     DEVICES,
+    assert_same_bits,
     assert_unchanged,
     dtype_id,
     eps_of,
@@ -81,11 +82,6 @@ def check_inverse(X, A, *, upper, unit, dtype=None, contiguous=True):
     err = per_matrix_errors(X, reference_inverse(A, upper=upper, unit=unit)).max()
     tol = inverse_tolerance(A.dtype, dtype, k)
     assert err <= tol, f"relative error {err:.3e} > {tol:.3e} (k={k}, {A.dtype} -> {dtype})"
-
-
-def assert_same_bits(X, Y):
-    assert X.dtype == Y.dtype and X.shape == Y.shape
-    torch.testing.assert_close(X, Y, rtol=0, atol=0, equal_nan=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -125,9 +125,7 @@ template <typename S, typename O, int M>
 hsmaError_t launch_order(const InverseProblem<S, O>& p, hsmaStream_t stream) {
   constexpr int kThreads = inverse_threads<typename compute_of<S>::type>();
   const int64_t tasks = (p.batch + kThreads / M - 1) / (kThreads / M);
-  int64_t cap = 0x7fffffff;
-  if (p.max_blocks > 0 && p.max_blocks < cap) cap = p.max_blocks;
-  const unsigned grid = static_cast<unsigned>(tasks < cap ? tasks : cap);
+  const unsigned grid = small_grid(p, tasks);
   // Stage along L's contiguous direction: down the columns when its rows are the closer together.
   const bool rows_fastest = (p.l.row < 0 ? -p.l.row : p.l.row) < (p.l.col < 0 ? -p.l.col : p.l.col);
   constexpr int V = Vec16<S>::kLen;

@@ -75,10 +75,10 @@ struct SolveProblem {
   int64_t max_blocks = 0;
 };
 
-// The grid of a small-path launch that wants `blocks` blocks: at most 2^31 - 1 and p.max_blocks
-// where set (each kernel's grid-stride loop takes the tasks beyond).
-template <typename T>
-inline unsigned small_grid(const SolveProblem<T>& p, int64_t blocks) {
+// The grid of a small-path (or inverse) launch that wants `blocks` blocks: at most 2^31 - 1 and
+// p.max_blocks where set (each kernel's grid-stride loop takes the tasks beyond).
+template <typename Problem>
+inline unsigned small_grid(const Problem& p, int64_t blocks) {
   int64_t cap = 0x7fffffff;
   if (p.max_blocks > 0 && p.max_blocks < cap) cap = p.max_blocks;
   return static_cast<unsigned>(blocks < cap ? blocks : cap);

@@ -9,17 +9,22 @@
 
 namespace hsma {
 
+// The inverse's dtype: out_dtype (default A's), of the supported ones, complex exactly when A is.
+static at::ScalarType trtri_out_dtype(const at::Tensor& A, std::optional<at::ScalarType> out_dtype, const char* op) {
+  const at::ScalarType out = out_dtype.value_or(A.scalar_type());
+  TORCH_CHECK_TYPE(supported_dtype(out) && at::isComplexType(out) == at::isComplexType(A.scalar_type()), op,
+                   ": out_dtype must be one of the supported dtypes, complex exactly when A is; got ", out,
+                   " for A of ", A.scalar_type());
+  return out;
+}
+
 at::ScalarType check_trtri(const at::Tensor& A, std::optional<at::ScalarType> out_dtype, const char* op) {
   HSMA_CHECK(A.dim() >= 2, op, ": A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
   HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
   HSMA_CHECK(A.layout() == at::kStrided, op, ": A must be a strided (dense) tensor");
   TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
                    ": A must be float32, float64, complex64, complex128, bfloat16 or float16, got ", A.scalar_type());
-  const at::ScalarType out = out_dtype.value_or(A.scalar_type());
-  TORCH_CHECK_TYPE(supported_dtype(out) && at::isComplexType(out) == at::isComplexType(A.scalar_type()), op,
-                   ": out_dtype must be one of the supported dtypes, complex exactly when A is; got ", out,
-                   " for A of ", A.scalar_type());
-  return out;
+  return trtri_out_dtype(A, out_dtype, op);
 }
 
 at::Tensor trtri_by_solve(const at::Tensor& A, bool upper, bool unit, at::ScalarType out) {
@@ -55,10 +60,7 @@ static at::Tensor trtri_autograd(const at::Tensor& A, bool upper, bool unitriang
   }
   // (No size checks beyond the rank: under torch.compile they would specialise the shapes; the solve checks.)
   HSMA_CHECK(A.dim() >= 2, "hsma::trtri: A must have at least 2 dimensions (*, k, k), got shape ", shape(A.sizes()));
-  const at::ScalarType out = out_dtype.value_or(A.scalar_type());
-  TORCH_CHECK_TYPE(supported_dtype(out) && at::isComplexType(out) == at::isComplexType(A.scalar_type()),
-                   "hsma::trtri: out_dtype must be one of the supported dtypes, complex exactly when A is; got ", out,
-                   " for A of ", A.scalar_type());
+  const at::ScalarType out = trtri_out_dtype(A, out_dtype, "hsma::trtri");
   const at::Tensor Aw = half_dtype(A.scalar_type()) ? A.to(at::kFloat) : A;
   // Symbolic sizes, so that torch.compile with dynamic shapes does not specialise on k.
   const at::Tensor I = at::eye_symint(A.sym_size(-1), Aw.options()).expand_symint(A.sym_sizes());
