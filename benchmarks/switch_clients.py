@@ -89,28 +89,34 @@ def _import(name):
         return None, bm._short(e)
 
 
+class ServedCalls:
+    """The calls hsma's switch kernels served since the last ``reset()`` (``calls``)."""
+
+    def __init__(self):
+        self.reset()
+
+    @staticmethod
+    def _total():
+        from hsma_trsm import switch
+        return sum(switch.routed_calls().values())
+
+    def reset(self):
+        self._start = self._total()
+
+    @property
+    def calls(self):
+        return self._total() - self._start
+
+
 @contextlib.contextmanager
 def counted_switch():
-    """``hsma_trsm.enabled()`` counting the calls that reach hsma's implementations (yields {'calls': n})."""
+    """``hsma_trsm.enabled()`` (from off), yielding a :class:`ServedCalls`."""
     import hsma_trsm
-    from hsma_trsm import switch
 
-    count = {"calls": 0}
-    saved = dict(switch.ROUTED)
-
-    def counted(fn):
-        def impl(*args, **kwargs):
-            count["calls"] += 1
-            return fn(*args, **kwargs)
-        return impl
-
-    switch.disable()
-    try:
-        switch.ROUTED.update({op: counted(fn) for op, fn in saved.items()})
-        with hsma_trsm.enabled():
-            yield count
-    finally:
-        switch.ROUTED.update(saved)
+    hsma_trsm.disable()
+    count = ServedCalls()
+    with hsma_trsm.enabled():
+        yield count
 
 
 # ----------------------------------------------------------------------------------------------
@@ -272,13 +278,13 @@ def run_client_case(ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtyp
             with counted_switch() if name == "switch" else contextlib.nullcontext() as count:
                 step = MAKERS[kind](kind, size, dtype, ctx.device, seed)
                 if count is not None:
-                    count["calls"] = 0  # the steps' calls only (qlogei fits its model while made)
+                    count.reset()  # the steps' calls only (qlogei fits its model while made)
                 bm._sync(ctx.device)
                 t0 = time.perf_counter()
                 outs[name] = [step().double().cpu() for _ in range(check_steps)]
                 first_s = (time.perf_counter() - t0) / check_steps
                 if count is not None:
-                    row["routed_per_step"] = count["calls"] / check_steps
+                    row["routed_per_step"] = count.calls / check_steps
             if name == "switch":
                 stack.enter_context(hsma_trsm.enabled())
             t = bm._time_eager(step, ctx.device, cfg, True, first_s)

@@ -1,17 +1,17 @@
 """Solvers built on the triangular solve: cholesky_solve, cholesky_inverse and lu_solve.
 
-Each is two calls of :func:`hsma_trsm.trsm` (plus a gather for the LU pivots), with the signature,
-broadcasting, results, output layout and errors of torch's function of the same name. Autograd comes
-from the composition: trsm's registered formulas and the gather's.
-
-The ``_cholesky_solve``, ``_cholesky_inverse``, ``_lu_solve``, ``_solve_triangular`` and
-``_triangular_solve`` cores take what the ATen operators take; :mod:`hsma_trsm.switch` registers them
-as the CUDA kernels of those operators.
+Each checks its arguments as torch does (torch's exception types and messages), then calls the op
+``torch.ops.hsma.cholesky_solve`` / ``cholesky_inverse`` / ``lu_solve`` (``csrc/ops/solvers.cpp``): two
+triangular solves on hsma's kernels (plus, for LU, the pivots' permutation and a gather), with the results
+and output layout of torch's function of the same name. Autograd comes from the composition: trsm's
+registered formulas and the gather's. The switch's kernels (:mod:`hsma_trsm.switch`) run the same
+compositions.
 """
 import torch
 from torch.overrides import handle_torch_function, has_torch_function
 
-from .api import _check_bool, _typename, trsm
+from . import _ops  # noqa: F401 - loads the library that registers torch.ops.hsma
+from .api import _SOLVER_DTYPES, _check_bool, _typename, _unsupported
 
 __all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
 
@@ -178,6 +178,12 @@ def _broadcast_batch(b, A):
     return torch.Size(out)
 
 
+def _check_dtype(fn, dtype):
+    """UnsupportedDtypeError (a TypeError and a NotImplementedError, as torch raises) for a dtype without a solver."""
+    if dtype not in _SOLVER_DTYPES:
+        raise _unsupported(fn, dtype)
+
+
 def _check_solver(A, B, left, fn):
     """torch's checkInputsSolver(A, B, left, fn) (A square checked before)."""
     if B.dim() < 2:
@@ -188,10 +194,7 @@ def _check_solver(A, B, left, fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# Cores: the ATen operators' arguments, torch's checks and output layout (the layout its meta
-# functions promise, which torch.compile asserts on outputs of these operators). trsm returns a
-# contiguous result, so a column-major X is computed as the contiguous X^T of the transposed solve
-# (its .mT), never copied.
+# Cores: torch's checks, in its order, then the op.
 
 
 def _cholesky_solve(B, L, upper=False):
@@ -201,13 +204,9 @@ def _cholesky_solve(B, L, upper=False):
     if L.dim() < 2:
         raise RuntimeError(f"u should have at least 2 dimensions, but has {L.dim()} dimensions instead")
     _check_b_and_a(B, L, "cholesky_solve")
+    _check_dtype("hsma_trsm.cholesky_solve", L.dtype)
     _broadcast_batch(B, L)
-    if upper:  # A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T
-        Y = trsm(L, B, upper=True, trans="C")
-        return trsm(L, Y.mT, left=False, upper=True, trans="T").mT
-    # A = L L^H: L Y = B, then L^H X = Y as X^T conj(L) = Y^T, conj(L) = op(L^T) with op = 'C'
-    Y = trsm(L, B)
-    return trsm(L.mT, Y.mT, left=False, upper=True, trans="C").mT
+    return torch.ops.hsma.cholesky_solve(B, L, upper)
 
 
 def _cholesky_inverse(L, upper=False):
@@ -215,45 +214,12 @@ def _cholesky_inverse(L, upper=False):
     if L.dim() < 2:
         raise RuntimeError("cholesky_inverse: The input tensor A must have at least 2 dimensions.")
     _check_square(L, "cholesky_inverse: ")
-    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
-    return _cholesky_solve(eye, L, upper)
-
-
-def _solve_triangular(A, B, *, upper, left=True, unitriangular=False):
-    """torch.linalg.solve_triangular(A, B, ...) (aten::linalg_solve_triangular): B converted to A's
-    dtype as torch does; X column-major."""
-    fn = "linalg.solve_triangular"
-    if A.dim() < 2:
-        raise RuntimeError(f"{fn}: The input tensor A must have at least 2 dimensions.")
-    _check_square(A, f"{fn}: ")
-    _check_solver(A, B, left, fn)
-    if B.dtype != A.dtype:
-        B = B.to(A.dtype)
-    # left: X^T A^T = B^T; right: A^T X^T = B^T
-    return trsm(A, B.mT, left=not left, upper=upper, trans="T", unitriangular=unitriangular).mT
-
-
-def _triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
-    """torch.triangular_solve(b, A, ...) (aten::triangular_solve): (X, clone of A), both column-major
-    and of the broadcast batch shape."""
-    if b.dim() < 2:
-        raise RuntimeError(f"torch.triangular_solve: Expected b to have at least 2 dimensions, but it has "
-                           f"{b.dim()} dimensions instead")
-    if A.dim() < 2:
-        raise RuntimeError(f"torch.triangular_solve: Expected A to have at least 2 dimensions, but it has "
-                           f"{A.dim()} dimensions instead")
-    _check_b_and_a(b, A, "triangular_solve")
-    # op(A) X = b as X^T op(A)^T = b^T; op(A)^T is A^T, or A itself when transpose
-    X = trsm(A, b.mT, left=False, upper=upper, trans="N" if transpose else "T", unitriangular=unitriangular).mT
-    k = A.shape[-1]
-    M = A.new_empty((*X.shape[:-2], k, k)).mT
-    M.copy_(A)
-    return X, M
+    _check_dtype("hsma_trsm.cholesky_inverse", L.dtype)
+    return torch.ops.hsma.cholesky_inverse(L, upper)
 
 
 def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
-    """torch.linalg.lu_solve(LU, pivots, B, ...) (aten::linalg_lu_solve): X column-major (left) or
-    row-major (right)."""
+    """torch.linalg.lu_solve(LU, pivots, B, ...): X column-major (left) or row-major (right)."""
     if not (LU.is_floating_point() or LU.is_complex()):
         raise RuntimeError(f"torch.linalg.lu_solve: Expected a floating point or complex tensor as input. Got "
                            f"{_aten_name(LU.dtype)}")
@@ -272,34 +238,6 @@ def _lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     if pivots.shape != LU.shape[:-1]:
         raise RuntimeError(f"linalg.lu_solve: Expected LU.shape[:-1] and pivots.shape to be the same, but got "
                            f"pivots with shape {list(pivots.shape)} instead")
-    k = LU.shape[-1]
-    batch = _broadcast_batch(B, LU)
-    rows, cols = B.shape[-2:]
-    # With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
-    # right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the
-    # permutation perm (P[perm[j], j] = 1), B P its columns; P Y and Z P^T gather by the inverse.
-    perm = _permutation(pivots, k, inverse=(left == adjoint)).expand(*batch, k)
-    if left and not adjoint:
-        G = torch.gather(B.expand(*batch, rows, cols), -2, perm.unsqueeze(-1).expand(*batch, k, cols))
-        Y = trsm(LU, G, unitriangular=True)
-        return trsm(LU, Y.mT, left=False, upper=True, trans="T").mT  # X^T U^T = Y^T
-    if left:
-        Y = trsm(LU, trsm(LU, B, upper=True, trans="C"), trans="C", unitriangular=True)
-        return torch.gather(Y.mT, -1, perm.unsqueeze(-2).expand(*batch, cols, k)).mT
-    if not adjoint:
-        W = trsm(LU, trsm(LU, B, left=False, upper=True), left=False, unitriangular=True)
-        return torch.gather(W, -1, perm.unsqueeze(-2).expand(*batch, rows, k))
-    G = torch.gather(B.expand(*batch, rows, cols), -1, perm.unsqueeze(-2).expand(*batch, rows, k))
-    W = trsm(LU, G, left=False, trans="C", unitriangular=True)
-    return trsm(LU, W, left=False, upper=True, trans="C")
-
-
-def _permutation(pivots, k, inverse):
-    """(*, k) int64: perm with P[perm[j], j] = 1 for the P of LAPACK's pivots (A = P L U), or with
-    ``inverse`` its inverse. torch.lu_unpack applies the row interchanges in order, as LAPACK does (any
-    pivot values, one launch on CUDA), into a k x k uint8 P: k^2 bytes per batch entry, no sync."""
-    if k == 0:
-        return pivots.new_empty(pivots.shape, dtype=torch.int64)
-    dummy = torch.zeros((), dtype=torch.uint8, device=pivots.device).expand(*pivots.shape, k)
-    P = torch.lu_unpack(dummy, pivots, unpack_data=False)[0]
-    return P.argmax(-1 if inverse else -2)
+    _check_dtype("hsma_trsm.lu_solve", LU.dtype)
+    _broadcast_batch(B, LU)
+    return torch.ops.hsma.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)

@@ -4,10 +4,12 @@
     hsma_trsm.disable()           # torch's kernels again
     with hsma_trsm.enabled():     # for a block; nestable, restores the state it found
 
-While enabled, hsma's implementations are the CUDA kernels of the ATen operators behind
+While enabled, hsma's C++ kernels (``csrc/ops/switch.cpp``) are the CUDA kernels of the ATen operators behind
 ``torch.linalg.solve_triangular``, ``torch.triangular_solve``, ``torch.cholesky_solve``,
-``torch.cholesky_inverse`` and ``torch.linalg.lu_solve`` (registered with ``torch.library`` for the
-dispatch key CUDA). CPU tensors and the ``out=`` variants keep torch's kernels.
+``torch.cholesky_inverse`` and ``torch.linalg.lu_solve`` (registered for the dispatch key CUDA while the switch
+is on). CPU tensors and the ``out=`` variants keep torch's kernels. Each kernel serves what torch would take and
+hsma supports (strided, one device, float32, float64, complex64 or complex128); anything else goes to torch's
+own implementation, which gives torch's result or raises torch's error.
 
 Why the dispatcher and not a patch of torch's Python functions: the kernel sits below everything that
 looks at those functions. ``__torch_function__`` handlers keyed on torch's function objects (linear_operator's
@@ -15,69 +17,48 @@ LinearOperator) keep matching, whatever the import order; autograd keeps torch's
 call the same operators, so backward passes run on hsma too); torch.compile keeps torch's meta functions
 and calls the operator at run time (the kernels return the strides those promise); vmap, forward AD and
 CUDA graphs see an ordinary kernel. ``disable()`` deletes the registration, and the dispatcher serves torch's
-own kernel again.
+own kernel again. Why C++ kernels and not Python ones: a Python kernel takes the GIL and converts every
+argument on each call, host time that made small routed solves slower than torch's.
 
-No recursion: hsma's CUDA kernels call no routed operator (the blocked path's products are GEMMs). Its CPU
-kernel is ATen's linalg_solve_triangular itself, which is why CPU is never routed.
+No recursion: a routed operator called while one of these kernels runs on the same thread (hsma's CPU trsm is
+ATen's linalg_solve_triangular) goes to torch's implementation.
 """
 import contextlib
 import threading
-import warnings
 
 import torch
 
-from . import solvers
+from . import _ops  # noqa: F401 - loads the library that registers torch.ops.hsma
 
-__all__ = ["enable", "disable", "enabled", "is_enabled"]
+__all__ = ["enable", "disable", "enabled", "is_enabled", "routed_calls"]
 
-# ATen operator (overload "default") -> hsma's implementation, which takes the operator's arguments.
-ROUTED = {
-    "linalg_solve_triangular": solvers._solve_triangular,
-    "triangular_solve": solvers._triangular_solve,
-    "cholesky_solve": solvers._cholesky_solve,
-    "cholesky_inverse": solvers._cholesky_inverse,
-    "linalg_lu_solve": solvers._lu_solve,
-}
-# The operators whose hsma implementation may be routed on the CPU (tests only): the rest end in ATen's
-# CPU linalg_solve_triangular, whose routing would call itself.
-CPU_SAFE = ("triangular_solve", "cholesky_solve", "cholesky_inverse", "linalg_lu_solve")
+# The routable ATen operators (overload "default"), in the order of torch.ops.hsma._routed_calls().
+ROUTED = ("linalg_solve_triangular", "triangular_solve", "cholesky_solve", "cholesky_inverse", "linalg_lu_solve")
 
 _lock = threading.RLock()
-_lib = None  # the torch.library.Library holding the registrations while enabled
 _config = None  # (keys, ops) registered, or None
 
 
-def _register(keys, ops):
-    unknown = [op for op in ops if op not in ROUTED]
-    if unknown:
-        raise ValueError(f"hsma_trsm.enable: unknown operators {unknown} (routable: {sorted(ROUTED)})")
-    if "CPU" in keys and any(op not in CPU_SAFE for op in ops):
-        raise ValueError("hsma_trsm.enable: linalg_solve_triangular cannot be routed on the CPU (hsma's CPU "
-                         "kernel calls it: infinite recursion)")
-    lib = torch.library.Library("aten", "IMPL")
-    try:
-        with warnings.catch_warnings():
-            # Where torch has a kernel for the key, the dispatcher warns that it is overridden: intended.
-            warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-            for op in ops:
-                for key in keys:
-                    lib.impl(op, ROUTED[op], key)
-    except BaseException:
-        lib._destroy()
-        raise
-    return lib
-
-
 def _set(config):
-    global _lib, _config
+    global _config
     with _lock:
         if config == _config:
             return
-        if _lib is not None:
-            _lib._destroy()
-            _lib, _config = None, None
         if config is not None:
-            _lib, _config = _register(*config), config
+            keys, ops = config
+            unknown = [op for op in ops if op not in ROUTED]
+            if unknown:
+                raise ValueError(f"hsma_trsm.enable: unknown operators {unknown} (routable: {list(ROUTED)})")
+            bad = [key for key in keys if key not in ("CUDA", "CPU")]
+            if bad:
+                raise ValueError(f"hsma_trsm.enable: unknown dispatch keys {bad} (CUDA, or CPU for tests)")
+        torch.ops.hsma._route(list(config[1]) if config else [], list(config[0]) if config else [])
+        _config = config
+
+
+def routed_calls():
+    """{operator: calls served by hsma} since the process started (those deferred to torch not counted)."""
+    return dict(zip(ROUTED, torch.ops.hsma._routed_calls()))
 
 
 def enable(*, _keys=("CUDA",), _ops=None):

@@ -75,12 +75,15 @@ def test_solvers_graph_phase_skips_torchs_own_call(op, monkeypatch):
 
 
 def test_counted_switch_counts_and_restores():
-    saved = dict(switch.ROUTED)
+    B, L = torch.ones(2, 1, dtype=torch.float64), torch.eye(2, dtype=torch.float64)
     with sc.counted_switch() as count:
-        assert hsma_trsm.is_enabled()
-        assert all(switch.ROUTED[op] is not saved[op] for op in saved)
-        switch.ROUTED["cholesky_solve"](torch.ones(2, 1, dtype=torch.float64), torch.eye(2, dtype=torch.float64))
-    assert count["calls"] == 1 and switch.ROUTED == saved and not hsma_trsm.is_enabled()
+        assert hsma_trsm.is_enabled() and count.calls == 0
+        hsma_trsm.enable(_keys=("CPU",), _ops=("cholesky_solve",))  # CPU-routed, for this test
+        torch.cholesky_solve(B, L)
+        assert count.calls == 1
+        count.reset()
+        assert count.calls == 0
+    assert not hsma_trsm.is_enabled() and torch.equal(torch.cholesky_solve(B, L), B)
 
 
 def test_kalman_client_is_a_training_step():

@@ -1,8 +1,8 @@
 """hsma_trsm.cholesky_solve, cholesky_inverse and lu_solve (hsma_trsm/solvers.py) against an independent
 float64/complex128 NumPy reference and against torch's functions of the same names: values, shapes with batch
 broadcasting, output layout (strides), upper/lower, left/right, adjoint, every dtype; gradcheck; gradients
-through a factorisation equal to torch's; errors of torch's types and messages. Also the cores behind the
-switch (_solve_triangular, _triangular_solve) against torch's operators, run here directly on the CPU."""
+through a factorisation equal to torch's; errors of torch's types and messages. Also the switch's kernels of
+linalg_solve_triangular and triangular_solve against torch's operators, routed here on the CPU."""
 import math
 import re
 
@@ -12,7 +12,7 @@ import torch
 from torch.autograd import gradcheck
 
 import hsma_trsm
-from hsma_trsm import solvers
+from hsma_trsm import solvers, switch
 from conftest import DEVICES, DTYPES, dtype_id, make_generator, make_triangular, to_numpy_wide
 
 BOOL = [False, True]
@@ -240,42 +240,39 @@ def test_gradcheck_lu_solve(device, dtype, left, adjoint, gen):
 
 
 # ---------------------------------------------------------------------------------------------
-# The cores behind the switch, against torch's operators (here on the CPU, called directly)
+# The switch's kernels of the one-solve operators, against torch's (routed here on the CPU)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("left", BOOL, ids=["right", "left"])
 @pytest.mark.parametrize("upper", BOOL, ids=["lower", "upper"])
 @pytest.mark.parametrize("unit", BOOL, ids=["nonunit", "unit"])
-def test_solve_triangular_core_matches_torch(dtype, left, upper, unit, gen):
+def test_switch_solve_triangular_matches_torch(dtype, left, upper, unit, gen):
     A = make_triangular(7, batch=(3, 1), dtype=dtype, upper=upper, unit=unit, gen=gen, fill=None)
     B = _rhs((2, 7, 4) if left else (2, 4, 7), dtype, "cpu", gen)
     # views: conjugate A, transposed A (the other triangle), column-major B
     for a, up, b in ((A, upper, B), (A.conj(), upper, B), (A.mT, not upper, B.mT.contiguous().mT)):
-        X = solvers._solve_triangular(a, b, upper=up, left=left, unitriangular=unit)
         R = torch.linalg.solve_triangular(a, b, upper=up, left=left, unitriangular=unit)
+        served = switch.routed_calls()["linalg_solve_triangular"]
+        with hsma_trsm.enabled(_keys=("CPU",)):
+            X = torch.linalg.solve_triangular(a, b, upper=up, left=left, unitriangular=unit)
+        assert switch.routed_calls()["linalg_solve_triangular"] == served + 1
         torch.testing.assert_close(X, R, rtol=_tol(dtype, 7), atol=_tol(dtype, 7))
         _check_like_torch(X, R)
-
-
-def test_solve_triangular_core_converts_b_as_torch(gen):
-    A = make_triangular(4, dtype=torch.float32, gen=gen, fill=None)
-    B = torch.randn(4, 2, dtype=torch.float64, generator=gen)
-    X = solvers._solve_triangular(A, B, upper=False)
-    R = torch.linalg.solve_triangular(A, B, upper=False)
-    assert X.dtype == R.dtype == torch.float32
-    torch.testing.assert_close(X, R)
 
 
 @pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("upper", BOOL, ids=["lower", "upper"])
 @pytest.mark.parametrize("transpose", BOOL, ids=["N", "T"])
-def test_triangular_solve_core_matches_torch(dtype, upper, transpose, gen):
+def test_switch_triangular_solve_matches_torch(dtype, upper, transpose, gen):
     A = make_triangular(6, batch=(3,), dtype=dtype, upper=upper, gen=gen, fill=None)
     b = _rhs((2, 1, 6, 3), dtype, "cpu", gen)
-    X, M = solvers._triangular_solve(b, A, upper, transpose, False)
     R, MR = torch.triangular_solve(b, A, upper=upper, transpose=transpose)
+    served = switch.routed_calls()["triangular_solve"]
+    with hsma_trsm.enabled(_keys=("CPU",)):
+        X, M = torch.triangular_solve(b, A, upper=upper, transpose=transpose)
+    assert switch.routed_calls()["triangular_solve"] == served + 1
     torch.testing.assert_close(X, R, rtol=_tol(dtype, 6), atol=_tol(dtype, 6))
     _check_like_torch(X, R)
     _check_like_torch(M, MR)

@@ -4,9 +4,8 @@ What runs where:
     - registration and its removal (the dispatcher's own table, before and after: identical), nesting;
     - routing end to end on the CPU, through the switch's private ``_keys=("CPU",)``: every test below that
       takes ``device`` routes the CPU key on the CPU and the CUDA key on a GPU. On the CPU, hsma's own
-      kernel calls ATen's linalg_solve_triangular, so routing that operator would call itself; the fixture
-      ``route`` breaks the cycle for the tests only (a re-entered solve runs torch's triangular_solve, which
-      is then left unrouted). On CUDA nothing is changed: the switch as users get it;
+      kernel calls ATen's linalg_solve_triangular; the switch's kernel sends that re-entered call to torch's
+      implementation (tested below). On CUDA: the switch as users get it;
     - torch's functions with the switch on against the same calls with it off: values, output strides,
       gradients (not doubled), forward AD, vmap, torch.compile, a CUDA graph (GPU);
     - LinearOperator arguments and import order (linear_operator), GPyTorch exact GP and SVGP losses and
@@ -54,7 +53,7 @@ def test_enable_registers_cuda_kernels_and_disable_restores_the_table():
     assert hsma_trsm.is_enabled()
     for op, text in _dumps().items():
         cuda = [line for line in text.splitlines() if line.startswith("CUDA:")]
-        assert len(cuda) == 1 and "switch.py" in cuda[0], (op, cuda)
+        assert len(cuda) == 1 and "switch.cpp" in cuda[0], (op, cuda)
         cpu_before = [line for line in before[op].splitlines() if line.startswith("CPU:")]
         assert cpu_before == [line for line in text.splitlines() if line.startswith("CPU:")]  # CPU untouched
     hsma_trsm.enable()  # again: nothing changes
@@ -92,8 +91,8 @@ def test_enabled_nests_and_restores_the_state_it_found():
 def test_enabled_restores_another_configuration():
     with hsma_trsm.enabled(_keys=("CPU",), _ops=("cholesky_solve",)):
         with hsma_trsm.enabled():
-            assert "switch.py" in _cuda_line("cholesky_solve") and "switch.py" not in _cpu_line("cholesky_solve")
-        assert "switch.py" in _cpu_line("cholesky_solve") and "switch.py" not in _cuda_line("cholesky_solve")
+            assert "switch.cpp" in _cuda_line("cholesky_solve") and "switch.py" not in _cpu_line("cholesky_solve")
+        assert "switch.cpp" in _cpu_line("cholesky_solve") and "switch.py" not in _cuda_line("cholesky_solve")
     assert not hsma_trsm.is_enabled()
 
 
@@ -105,11 +104,11 @@ def _cpu_line(op):
     return "".join(line for line in _dumps()[op].splitlines() if line.startswith("CPU:"))
 
 
-def test_refuses_what_would_recurse_or_does_not_exist():
-    with pytest.raises(ValueError, match="recursion"):
-        hsma_trsm.enable(_keys=("CPU",))
-    with pytest.raises(ValueError, match="unknown"):
+def test_refuses_what_does_not_exist():
+    with pytest.raises(ValueError, match="unknown operators"):
         hsma_trsm.enable(_ops=("linalg_solve",))
+    with pytest.raises(ValueError, match="unknown dispatch keys"):
+        hsma_trsm.enable(_keys=("Meta",))
     assert not hsma_trsm.is_enabled()
 
 
@@ -149,52 +148,29 @@ def test_enable_disable_from_threads():
 
 
 class _Route:
-    """Counts the calls that reach hsma's implementations; ``on()`` routes the device's key."""
+    """Counts the calls that hsma's kernels serve (``calls[op]``, from switch.routed_calls()); ``on()`` routes
+    the device's key."""
 
-    def __init__(self, device, monkeypatch):
+    def __init__(self, device):
         self.device = torch.device(device).type
-        self.calls = {op: 0 for op in switch.ROUTED}
-        self._inside = threading.local()
-        for op, fn in list(switch.ROUTED.items()):
-            monkeypatch.setitem(switch.ROUTED, op, self._counted(op, fn))
-        if self.device == "cpu":
-            # hsma's CPU kernel is ATen's linalg_solve_triangular: a re-entered call goes to torch's
-            # triangular_solve (LAPACK trsm), which is left unrouted.
-            monkeypatch.setattr(switch, "CPU_SAFE", tuple(op for op in switch.ROUTED if op != "triangular_solve"))
-            self.ops = switch.CPU_SAFE
-        else:
-            self.ops = tuple(switch.ROUTED)
+        self.ops = switch.ROUTED
+        self._start = switch.routed_calls()
 
-    def _counted(self, op, fn):
-        def impl(*args, **kwargs):
-            if op == "linalg_solve_triangular" and self.device == "cpu" and getattr(self._inside, "on", False):
-                return _lapack_solve(*args, **kwargs)
-            self.calls[op] += 1
-            self._inside.on = op == "linalg_solve_triangular"
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self._inside.on = False
-        return impl
+    @property
+    def calls(self):
+        now = switch.routed_calls()
+        return {op: now[op] - self._start[op] for op in now}
 
     def on(self):
-        return hsma_trsm.enabled(_keys=("CPU",) if self.device == "cpu" else ("CUDA",), _ops=self.ops)
+        return hsma_trsm.enabled(_keys=("CPU",) if self.device == "cpu" else ("CUDA",))
 
     def total(self):
         return sum(self.calls.values())
 
 
-def _lapack_solve(A, B, *, upper, left=True, unitriangular=False):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # triangular_solve's deprecation
-        if left:
-            return torch.triangular_solve(B, A, upper=upper, unitriangular=unitriangular).solution
-        return torch.triangular_solve(B.mT, A.mT, upper=not upper, unitriangular=unitriangular).solution.mT
-
-
 @pytest.fixture
-def route(monkeypatch):
-    return lambda device: _Route(device, monkeypatch)
+def route():
+    return _Route
 
 
 def _spd_factor(k, batch, device, dtype=F64, upper=False, seed=0):
@@ -248,7 +224,7 @@ def _assert_like(X, R, tol):
                          ids=lambda d: str(d)[6:])
 def test_routed_calls_match_torch_and_disable_restores_it_exactly(device, dtype, route):
     r = route(device)
-    calls = [(op, f) for op, f in _calls(device, dtype) if device != "cpu" or op in r.ops]
+    calls = _calls(device, dtype)
     before = [_outputs(f()) for _, f in calls]
     tol = 1e-4 if dtype in (torch.float32, torch.complex64) else 1e-11
     with r.on():
@@ -264,17 +240,65 @@ def test_routed_calls_match_torch_and_disable_restores_it_exactly(device, dtype,
     assert r.total() == total
 
 
-def test_cpu_triangular_solve_routed(route):
-    """torch.triangular_solve on the CPU (the test routing above leaves it to torch): the switch's CPU-safe set."""
-    B, U = torch.randn(2, 5, 3, dtype=F64), _spd_factor(5, (), "cpu", upper=True)
+def test_reentered_call_goes_to_torch(route):
+    """On the CPU, hsma's trsm is ATen's linalg_solve_triangular: routed, the call re-enters the switch's kernel,
+    which sends it to torch's implementation (one call served, no recursion)."""
+    r = route("cpu")
+    L, B = _spd_factor(5, (2,), "cpu"), torch.randn(2, 5, 3, dtype=F64)
+    ref = torch.linalg.solve_triangular(L, B, upper=False)
+    with r.on():
+        X = torch.linalg.solve_triangular(L, B, upper=False)
+    assert r.calls["linalg_solve_triangular"] == 1
+    _assert_like(X, ref, 1e-12)
+
+
+def _raised(f):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_what_hsma_does_not_take_goes_to_torch(device, route):
+    """Arguments torch refuses, or that hsma does not serve (half dtypes, mixed dtypes or devices, sparse A, bad
+    pivots): with the switch on, torch's own implementation runs, with torch's result or torch's error."""
+    r = route(device)
+    L = _spd_factor(4, (2,), device)
+    B = torch.randn(2, 4, 3, dtype=F64, device=device)
+    LU, piv = torch.linalg.lu_factor(L + 3 * torch.eye(4, dtype=F64, device=device))
+    cases = [
+        lambda: torch.linalg.solve_triangular(L, B.float(), upper=False),  # torch converts B
+        lambda: torch.linalg.solve_triangular(L.half(), B.half(), upper=False),
+        lambda: torch.linalg.solve_triangular(L[0, 0], B, upper=False),
+        lambda: torch.linalg.solve_triangular(L, B[..., :2, :], upper=False),
+        lambda: torch.cholesky_solve(B.float(), L),
+        lambda: torch.cholesky_solve(B, L[..., :3]),
+        lambda: torch.cholesky_solve(B.expand(3, 2, 4, 3), L.expand(5, 2, 4, 4)),
+        lambda: torch.cholesky_inverse(L[..., :3]),
+        lambda: torch.cholesky_inverse(L.to(torch.int64)),
+        lambda: torch.linalg.lu_solve(LU, piv.long(), B),
+        lambda: torch.linalg.lu_solve(LU, piv[..., :3], B),
+        lambda: torch.linalg.lu_solve(LU.float(), piv, B),
+        lambda: torch.linalg.lu_solve(LU, piv, B, left=False),
+    ]
+    if device == "cpu":
+        cases.append(lambda: torch.triangular_solve(B, L.to_sparse_csr(), upper=False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = torch.triangular_solve(B, U, upper=True)
-        with hsma_trsm.enabled(_keys=("CPU",), _ops=("triangular_solve",)):
-            assert "switch.py" in _cpu_line("triangular_solve")
-            out = torch.triangular_solve(B, U, upper=True)
-    for X, R in zip(out, ref):
-        _assert_like(X, R, 1e-12)
+        ref = [_raised(f) for f in cases]
+        with r.on():
+            got = [_raised(f) for f in cases]
+            assert r.total() == 0
+        # the cases that torch does not refuse: its results, computed by torch while switched on
+        with r.on():
+            outs = [f() for f, e in zip(cases, ref) if e is None]
+        assert r.total() == 0 and outs
+        for out, R in zip(outs, [f() for f, e in zip(cases, ref) if e is None]):
+            for a, b in zip(_outputs(out), _outputs(R)):
+                torch.testing.assert_close(a.to_dense(), b.to_dense(), rtol=0, atol=0, equal_nan=True)
+    assert got == ref
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,0 +1,89 @@
+// torch.ops.hsma.cholesky_solve / cholesky_inverse / lu_solve: the solvers built on trsm, as compositions
+// of torch.ops.hsma.trsm (plus, for LU, the pivots' permutation and a gather), registered
+// CompositeImplicitAutograd: autograd, forward AD, vmap and torch.compile come from trsm's and ATen's.
+//
+// hsma_trsm/solvers.py checks the arguments with torch's messages and calls these ops; the switch's
+// kernels (csrc/ops/switch.cpp) call the same functions below autograd, after checking that torch would
+// take the arguments. trsm returns a contiguous result, so a column-major X (torch's layout) is computed as
+// the contiguous X^T of the transposed solve (its .mT), never copied.
+#include <torch/library.h>
+
+#include "solvers.h"
+#include "trsm.h"
+
+namespace hsma {
+
+at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper) {
+  if (upper) {  // A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T
+    const at::Tensor Y = call_trsm(L, B, true, true, "C", false, 1);
+    return call_trsm(L, Y.mT(), false, true, "T", false, 1).mT();
+  }
+  // A = L L^H: L Y = B, then L^H X = Y as X^T conj(L) = Y^T, conj(L) = op(L^T) with op = 'C'
+  const at::Tensor Y = call_trsm(L, B, true, false, "N", false, 1);
+  return call_trsm(L.mT(), Y.mT(), false, true, "C", false, 1).mT();
+}
+
+at::Tensor cholesky_inverse(const at::Tensor& L, bool upper) {
+  const at::Tensor I = at::eye(L.size(-1), L.options());
+  return hsma::cholesky_solve(I, L, upper);
+}
+
+// (*, k) int64: perm with P[perm[j], j] = 1 for the P of LAPACK's pivots (A = P L U), or with `inverse` its
+// inverse. at::lu_unpack applies the row interchanges in order, as LAPACK does (one launch on CUDA), into a
+// k x k uint8 P per batch entry; its argmax is the permutation. No host sync (CUDA graphs).
+static at::Tensor permutation(const at::Tensor& pivots, int64_t k, bool inverse) {
+  if (k == 0) return at::empty(pivots.sizes(), pivots.options().dtype(at::kLong));
+  std::vector<int64_t> sizes = pivots.sizes().vec();
+  sizes.push_back(k);
+  const at::Tensor dummy = at::zeros({}, pivots.options().dtype(at::kByte)).expand(sizes);
+  const at::Tensor P = std::get<0>(at::lu_unpack(dummy, pivots, /*unpack_data=*/false));
+  return P.argmax(inverse ? -1 : -2);
+}
+
+// The broadcast batch shape of B and LU followed by `tail`.
+static std::vector<int64_t> batched(const at::Tensor& B, const at::Tensor& LU, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> s = at::infer_size(B.sizes().slice(0, B.dim() - 2), LU.sizes().slice(0, LU.dim() - 2));
+  s.insert(s.end(), tail);
+  return s;
+}
+
+at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint) {
+  const int64_t k = LU.size(-1), rows = B.size(-2), cols = B.size(-1);
+  // With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
+  // right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the
+  // permutation perm (P[perm[j], j] = 1), B P its columns; P Y and Z P^T gather by the inverse.
+  const at::Tensor perm = permutation(pivots, k, /*inverse=*/left == adjoint).expand(batched(B, LU, {k}));
+  const at::Tensor Bx = B.expand(batched(B, LU, {rows, cols}));
+  if (left && !adjoint) {
+    const at::Tensor G = at::gather(Bx, -2, perm.unsqueeze(-1).expand(Bx.sizes()));
+    const at::Tensor Y = call_trsm(LU, G, true, false, "N", true, 1);
+    return call_trsm(LU, Y.mT(), false, true, "T", false, 1).mT();  // X^T U^T = Y^T
+  }
+  if (left) {
+    const at::Tensor Z = call_trsm(LU, B, true, true, "C", false, 1);
+    const at::Tensor Y = call_trsm(LU, Z, true, false, "C", true, 1);
+    return at::gather(Y.mT(), -1, perm.unsqueeze(-2).expand(batched(B, LU, {cols, k}))).mT();
+  }
+  if (!adjoint) {
+    const at::Tensor Z = call_trsm(LU, B, false, true, "N", false, 1);
+    const at::Tensor W = call_trsm(LU, Z, false, false, "N", true, 1);
+    return at::gather(W, -1, perm.unsqueeze(-2).expand(batched(B, LU, {rows, k})));
+  }
+  const at::Tensor G = at::gather(Bx, -1, perm.unsqueeze(-2).expand(Bx.sizes()));
+  const at::Tensor W = call_trsm(LU, G, false, false, "C", true, 1);
+  return call_trsm(LU, W, false, true, "C", false, 1);
+}
+
+}  // namespace hsma
+
+TORCH_LIBRARY_FRAGMENT(hsma, m) {
+  m.def("cholesky_solve(Tensor B, Tensor L, bool upper=False) -> Tensor");
+  m.def("cholesky_inverse(Tensor L, bool upper=False) -> Tensor");
+  m.def("lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(hsma, CompositeImplicitAutograd, m) {
+  m.impl("cholesky_solve", &hsma::cholesky_solve);
+  m.impl("cholesky_inverse", &hsma::cholesky_inverse);
+  m.impl("lu_solve", &hsma::lu_solve);
+}

@@ -1,0 +1,17 @@
+// The solvers built on trsm (csrc/ops/solvers.cpp): compositions of torch.ops.hsma.trsm, called by the ops
+// torch.ops.hsma.cholesky_solve / cholesky_inverse / lu_solve and by the switch's kernels
+// (csrc/ops/switch.cpp). They take arguments already checked (shapes, dtypes, devices, pivots) and return
+// torch's layout: column-major matrices, except lu_solve with left=False (row-major).
+#pragma once
+#include <ATen/ATen.h>
+
+namespace hsma {
+
+// torch.cholesky_solve(B, L, upper): A X = B with A = L L^H (or U^H U).
+at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper);
+// torch.cholesky_inverse(L, upper): cholesky_solve against the identity.
+at::Tensor cholesky_inverse(const at::Tensor& L, bool upper);
+// torch.linalg.lu_solve(LU, pivots, B, left=, adjoint=), A = P L U from torch.linalg.lu_factor.
+at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint);
+
+}  // namespace hsma

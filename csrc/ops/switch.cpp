@@ -1,0 +1,176 @@
+// The switch's kernels (hsma_trsm/switch.py): C++ kernels for the ATen operators behind torch's triangular,
+// Cholesky and LU solves, registered for a dispatch key (CUDA for users) while the switch is on.
+//
+// Each kernel first checks that torch would take the arguments as given and that hsma serves them (strided,
+// one device, one dtype of float32, float64, complex64, complex128, matching shapes, batch dims that
+// broadcast, int32 pivots of LU's batch shape). Anything else, and any call made while one of these kernels
+// runs on the same thread (hsma's CPU trsm is ATen's linalg_solve_triangular), goes to torch's own
+// implementation, which returns torch's result or raises torch's error: no message is replicated here.
+//
+// torch.ops.hsma._route(ops, keys) replaces the registrations (an empty list removes them: the dispatcher
+// serves torch's kernels again); torch.ops.hsma._routed_calls() counts the calls hsma served, per operator.
+#include <ATen/ops/cholesky_inverse_native.h>
+#include <ATen/ops/cholesky_solve_native.h>
+#include <ATen/ops/linalg_solve_triangular_native.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "solvers.h"
+#include "trsm.h"
+
+namespace hsma {
+namespace {
+
+// The routable operators, in the order of _routed_calls().
+enum Op { kSolveTriangular, kTriangularSolve, kCholeskySolve, kCholeskyInverse, kLuSolve, kOps };
+constexpr std::array<const char*, kOps> kOpNames = {"linalg_solve_triangular", "triangular_solve", "cholesky_solve",
+                                                    "cholesky_inverse", "linalg_lu_solve"};
+std::array<std::atomic<int64_t>, kOps> served{};
+
+thread_local bool inside = false;  // a switch kernel runs on this thread
+
+// While alive: inside, and the call is counted for `op`.
+class Serving {
+ public:
+  explicit Serving(Op op) {
+    inside = true;
+    served[op].fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Serving() { inside = false; }
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+};
+
+bool solvable(const at::Tensor& t) {
+  const auto s = t.scalar_type();
+  return t.layout() == at::kStrided && t.dim() >= 2 &&
+         (s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble);
+}
+
+// Batch dims (all but the last `a_tail` of a and `b_tail` of b) that broadcast.
+bool broadcasts(c10::IntArrayRef a, c10::IntArrayRef b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+// A (*, k, k) and B (*, ., .) that torch's solvers and hsma both take, with k == B.size(b_dim).
+bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) {
+  return !inside && solvable(A) && solvable(B) && A.scalar_type() == B.scalar_type() && A.device() == B.device() &&
+         A.size(-1) == A.size(-2) && A.size(-1) == B.size(b_dim) &&
+         broadcasts(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+}
+
+at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unit) {
+  if (!takes(A, B, left ? -2 : -1)) return at::native::linalg_solve_triangular(A, B, upper, left, unit);
+  const Serving s(kSolveTriangular);
+  // left: X^T A^T = B^T; right: A^T X^T = B^T (X column-major, as torch's)
+  return call_trsm(A, B.mT(), !left, upper, "T", unit, 1).mT();
+}
+
+std::tuple<at::Tensor, at::Tensor> triangular_solve(const at::Tensor& b, const at::Tensor& A, bool upper,
+                                                    bool transpose, bool unit) {
+  if (!takes(A, b, -2)) {
+    at::Tensor X = at::empty({0}, b.options()), M = at::empty({0}, b.options());
+    at::triangular_solve_out(X, M, b, A, upper, transpose, unit);
+    return {X, M};
+  }
+  const Serving s(kTriangularSolve);
+  // op(A) X = b as X^T op(A)^T = b^T; op(A)^T is A^T, or A itself when transpose
+  at::Tensor X = call_trsm(A, b.mT(), false, upper, transpose ? "N" : "T", unit, 1).mT();
+  std::vector<int64_t> m_sizes = X.sizes().vec();
+  m_sizes.back() = A.size(-1);
+  at::Tensor M = at::empty(m_sizes, A.options()).mT();  // torch's copy of A: broadcast, column-major
+  M.copy_(A);
+  return {X, M};
+}
+
+at::Tensor cholesky_solve_k(const at::Tensor& B, const at::Tensor& L, bool upper) {
+  if (!takes(L, B, -2)) return at::native::cholesky_solve(B, L, upper);
+  const Serving s(kCholeskySolve);
+  return hsma::cholesky_solve(B, L, upper);
+}
+
+at::Tensor cholesky_inverse_k(const at::Tensor& L, bool upper) {
+  if (!takes(L, L, -2)) return at::native::cholesky_inverse(L, upper);
+  const Serving s(kCholeskyInverse);
+  return hsma::cholesky_inverse(L, upper);
+}
+
+at::Tensor lu_solve_k(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint) {
+  const bool pivots_ok = pivots.layout() == at::kStrided && pivots.scalar_type() == at::kInt &&
+                         pivots.device() == LU.device() && LU.dim() >= 2 &&
+                         pivots.sizes() == LU.sizes().slice(0, LU.dim() - 1);
+  if (!pivots_ok || !takes(LU, B, left ? -2 : -1)) {
+    at::Tensor X = at::empty({0}, LU.options());
+    return at::linalg_lu_solve_out(X, LU, pivots, B, left, adjoint);
+  }
+  const Serving s(kLuSolve);
+  return hsma::lu_solve(LU, pivots, B, left, adjoint);
+}
+
+// The registrations while routed (the library's destructor removes them), and their guard.
+std::mutex routing_mutex;
+std::unique_ptr<torch::Library> routing;
+
+void register_op(torch::Library& lib, const std::string& op, c10::DispatchKey key) {
+  if (op == kOpNames[kSolveTriangular]) {
+    lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(solve_triangular)));
+  } else if (op == kOpNames[kTriangularSolve]) {
+    lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(triangular_solve)));
+  } else if (op == kOpNames[kCholeskySolve]) {
+    lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(cholesky_solve_k)));
+  } else if (op == kOpNames[kCholeskyInverse]) {
+    lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(cholesky_inverse_k)));
+  } else if (op == kOpNames[kLuSolve]) {
+    lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(lu_solve_k)));
+  } else {
+    TORCH_CHECK_VALUE(false, "hsma::_route: unknown operator '", op, "'");
+  }
+}
+
+// Dispatch keys' overriding warnings are intended here (torch has a kernel for the key): dropped.
+class Quiet : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+
+void route(std::vector<std::string> ops, std::vector<std::string> keys) {
+  std::vector<c10::DispatchKey> parsed;
+  for (const auto& key : keys) {
+    const c10::DispatchKey k = c10::parseDispatchKey(key);
+    TORCH_CHECK_VALUE(k == c10::DispatchKey::CUDA || k == c10::DispatchKey::CPU,
+                      "hsma::_route: keys must be CUDA or CPU, got '", key, "'");
+    parsed.push_back(k);
+  }
+  const std::lock_guard<std::mutex> lock(routing_mutex);
+  routing.reset();
+  if (ops.empty() || parsed.empty()) return;
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", std::nullopt, __FILE__, __LINE__);
+  Quiet quiet;
+  const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+  for (const auto& op : ops)
+    for (const auto key : parsed) register_op(*lib, op, key);
+  routing = std::move(lib);
+}
+
+std::vector<int64_t> routed_calls() {
+  std::vector<int64_t> counts;
+  for (const auto& c : served) counts.push_back(c.load(std::memory_order_relaxed));
+  return counts;
+}
+
+}  // namespace
+}  // namespace hsma
+
+TORCH_LIBRARY_FRAGMENT(hsma, m) {
+  m.def("_route(str[] ops, str[] keys) -> ()", &hsma::route);
+  m.def("_routed_calls() -> int[]", &hsma::routed_calls);
+}
