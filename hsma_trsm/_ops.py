@@ -132,6 +132,11 @@ def _trsm_inplace_fake(A, B, *, left=True, upper=False, trans="N", unitriangular
 # torch.ops.hsma.trtri (csrc/ops/inverse.cpp, autograd included): fake kernel.
 
 
+@torch.library.register_fake("hsma::_lu_permutation")
+def _lu_permutation_fake(pivots, inverse=False):
+    return pivots.new_empty(pivots.shape, dtype=torch.int64)
+
+
 @torch.library.register_fake("hsma::trtri")
 def _trtri_fake(A, *, upper, unitriangular=False, out_dtype=None):
     torch._check(A.dim() >= 2, lambda: f"hsma::trtri: A must have at least 2 dimensions (*, k, k), got {A.dim()}")

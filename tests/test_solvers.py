@@ -197,6 +197,35 @@ def test_lu_solve_any_pivots_applied_in_order(device):
     torch.testing.assert_close(X, torch.linalg.lu_solve(LU, pivots, B), rtol=1e-12, atol=1e-12)
 
 
+def _permutation_reference(pivots):
+    """perm (P[perm[j], j] = 1) of LAPACK's 1-based pivots, by applying the interchanges in order."""
+    piv = pivots.reshape(-1, pivots.shape[-1]).cpu().numpy() - 1
+    perm = np.tile(np.arange(piv.shape[-1]), (piv.shape[0], 1))
+    for b in range(piv.shape[0]):
+        for i, j in enumerate(piv[b]):
+            perm[b, [i, j]] = perm[b, [j, i]]
+    return perm.reshape(pivots.shape)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [1, 7, 64, 6144, 6145])  # 6144: the CUDA kernel's largest order; 6145 by ATen
+@pytest.mark.parametrize("inverse", BOOL, ids=["perm", "inverse"])
+def test_lu_permutation_applies_pivots_in_order(device, k, inverse):
+    gen = make_generator(k)
+    batch = (3, 2) if k < 1000 else (1,)
+    # LAPACK's pivots (row i swapped with a row j >= i), then some that are no LAPACK's (j < i, repeats)
+    low = torch.arange(1, k + 1).expand(*batch, k)
+    pivots = (low + (torch.rand(*batch, k, generator=gen) * (k + 1 - low)).long()).clamp(max=k)
+    pivots[..., -1] = torch.randint(1, k + 1, (), generator=gen)
+    pivots = pivots.to(device=device, dtype=torch.int32).mT.contiguous().mT  # strided
+    perm = torch.ops.hsma._lu_permutation(pivots, inverse)
+    ref = _permutation_reference(pivots)
+    if inverse:
+        ref = np.argsort(ref, axis=-1)
+    assert perm.dtype == torch.int64 and perm.shape == pivots.shape
+    np.testing.assert_array_equal(perm.cpu().numpy(), ref)
+
+
 def test_lu_solve_gradients_match_torch(gen):
     """Gradients reaching A through torch.linalg.lu_factor, and reaching B, as torch's (every variant)."""
     A0 = _lu_input(6, (2,), torch.float64, "cpu", gen)

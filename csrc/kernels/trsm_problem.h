@@ -190,6 +190,13 @@ struct InverseProblem {
 };
 constexpr int64_t kInverseMaxK = 64;
 
+// The permutation of LAPACK's pivots (kernels/permutation.cu): pivots, batch x k int32 (contiguous, 1-based)
+// -> out, batch x k int64: perm with P[perm[j], j] = 1 for A = P L U, or with `inverse` its inverse. Orders
+// up to kPermutationMaxK (the pivots and the permutation in the default 48 KB of shared memory).
+constexpr int64_t kPermutationMaxK = 6144;
+hsmaError_t launch_lu_permutation(const int32_t* pivots, int64_t batch, int64_t k, int64_t* out, bool inverse,
+                                  hsmaStream_t stream);
+
 // Launchers (defined in the .cu files, explicitly instantiated for float, double,
 // complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);

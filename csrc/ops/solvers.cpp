@@ -1,6 +1,7 @@
 // torch.ops.hsma.cholesky_solve / cholesky_inverse / lu_solve: the solvers built on trsm, as compositions
 // of torch.ops.hsma.trsm (plus, for LU, the pivots' permutation and a gather), registered
 // CompositeImplicitAutograd: autograd, forward AD, vmap and torch.compile come from trsm's and ATen's.
+// Also torch.ops.hsma._lu_permutation's CPU kernel (its CUDA kernel: csrc/cuda/permutation.cpp).
 //
 // hsma_trsm/solvers.py checks the arguments with torch's messages and calls these ops; the switch's
 // kernels (csrc/ops/switch.cpp) call the same functions below autograd, after checking that torch would
@@ -28,16 +29,24 @@ at::Tensor cholesky_inverse(const at::Tensor& L, bool upper) {
   return hsma::cholesky_solve(I, L, upper);
 }
 
-// (*, k) int64: perm with P[perm[j], j] = 1 for the P of LAPACK's pivots (A = P L U), or with `inverse` its
-// inverse. at::lu_unpack applies the row interchanges in order, as LAPACK does (one launch on CUDA), into a
-// k x k uint8 P per batch entry; its argmax is the permutation. No host sync (CUDA graphs).
-static at::Tensor permutation(const at::Tensor& pivots, int64_t k, bool inverse) {
+at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse) {
+  HSMA_CHECK(pivots.dim() >= 1 && pivots.scalar_type() == at::kInt, "hsma::_lu_permutation: pivots must be int32 "
+             "with at least 1 dimension");
+  const int64_t k = pivots.size(-1);
   if (k == 0) return at::empty(pivots.sizes(), pivots.options().dtype(at::kLong));
   std::vector<int64_t> sizes = pivots.sizes().vec();
   sizes.push_back(k);
   const at::Tensor dummy = at::zeros({}, pivots.options().dtype(at::kByte)).expand(sizes);
   const at::Tensor P = std::get<0>(at::lu_unpack(dummy, pivots, /*unpack_data=*/false));
   return P.argmax(inverse ? -1 : -2);
+}
+
+// torch.ops.hsma._lu_permutation by a typed dispatcher call (CPU: the function above; CUDA: a kernel).
+static at::Tensor permutation(const at::Tensor& pivots, bool inverse) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("hsma::_lu_permutation", "")
+                       .typed<at::Tensor(const at::Tensor&, bool)>();
+  return op.call(pivots, inverse);
 }
 
 // The broadcast batch shape of B and LU followed by `tail`.
@@ -52,7 +61,7 @@ at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Te
   // With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
   // right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the
   // permutation perm (P[perm[j], j] = 1), B P its columns; P Y and Z P^T gather by the inverse.
-  const at::Tensor perm = permutation(pivots, k, /*inverse=*/left == adjoint).expand(batched(B, LU, {k}));
+  const at::Tensor perm = permutation(pivots, /*inverse=*/left == adjoint).expand(batched(B, LU, {k}));
   const at::Tensor Bx = B.expand(batched(B, LU, {rows, cols}));
   if (left && !adjoint) {
     const at::Tensor G = at::gather(Bx, -2, perm.unsqueeze(-1).expand(Bx.sizes()));
@@ -80,7 +89,10 @@ TORCH_LIBRARY_FRAGMENT(hsma, m) {
   m.def("cholesky_solve(Tensor B, Tensor L, bool upper=False) -> Tensor");
   m.def("cholesky_inverse(Tensor L, bool upper=False) -> Tensor");
   m.def("lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor");
+  m.def("_lu_permutation(Tensor pivots, bool inverse=False) -> Tensor");
 }
+
+TORCH_LIBRARY_IMPL(hsma, CPU, m) { m.impl("_lu_permutation", &hsma::lu_permutation_by_unpack); }
 
 TORCH_LIBRARY_IMPL(hsma, CompositeImplicitAutograd, m) {
   m.impl("cholesky_solve", &hsma::cholesky_solve);

@@ -14,4 +14,10 @@ at::Tensor cholesky_inverse(const at::Tensor& L, bool upper);
 // torch.linalg.lu_solve(LU, pivots, B, left=, adjoint=), A = P L U from torch.linalg.lu_factor.
 at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint);
 
+// torch.ops.hsma._lu_permutation(pivots, inverse): (*, k) int64 perm with P[perm[j], j] = 1 for the P of
+// LAPACK's pivots (*, k) int32 (A = P L U), or with `inverse` its inverse. This one is the CPU kernel, and the
+// CUDA kernel's for orders above its own: at::lu_unpack applies the interchanges in order, as LAPACK does,
+// into a k x k uint8 P per batch entry, and its argmax is the permutation. No host sync (CUDA graphs).
+at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse);
+
 }  // namespace hsma
