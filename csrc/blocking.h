@@ -1,8 +1,9 @@
 // The plan of a CUDA solve of order above 64, decided in one function, plan_blocking: the sweep
 // (kernels/sweep.cu: a few right-hand-side columns, from a medium order on) with its row block,
-// panel width and task length; or the blocked path with its outer block NB, driver variant and the
-// inner block IB of the diagonal-block inversion: the GPU's block-size table, then every rule after
-// it. Host logic only, built on CPU too, so that the tuner, the benchmark and the tests can ask for
+// panel width and task length; ATen's solve (cuBLAS trsm) for the one shape where it is faster than
+// both (complex, one matrix, one column); or the blocked path with its outer block NB, driver variant
+// and the inner block IB of the diagonal-block inversion: the GPU's block-size table, then every rule
+// after it. Host logic only, built on CPU too, so that the tuner, the benchmark and the tests can ask for
 // any GPU's plan (torch.ops.hsma._block_plan).
 #pragma once
 #include <c10/core/ScalarType.h>
@@ -19,7 +20,7 @@ namespace hsma {
 enum class BlockedVariant { kRecursive, kBlocked };
 const char* variant_name(BlockedVariant v);
 
-enum class LargePath { kBlocked, kSweep };
+enum class LargePath { kBlocked, kSweep, kAten };
 
 constexpr int64_t kDiagInverseMaxNBHost = 1024;  // = kDiagInverseMaxNB (kernels/trsm_problem.h)
 constexpr int64_t kDirectLeafMaxNB = 64;         // = kSmallMaxM: leaves the small kernels solve

@@ -130,7 +130,8 @@ def test_shipped_h200_plans_are_pinned(dtype, k, hsma_overrides):
 
 
 # Which path each (order k, right-hand-side columns per matrix) takes, by dtype: "s<R>x<NC>" the sweep
-# with row blocks of R and panels of NC columns (tasks of 8 row blocks), "b" the blocked path.
+# with row blocks of R and panels of NC columns (tasks of 8 row blocks), "b" the blocked path, "a/s<R>x<NC>"
+# ATen's solve for one matrix and the sweep for a batch (complex, one column).
 # The sweep takes up to 8 float32 columns (2 float64 or complex64, 1 complex128) from order 384; row
 # blocks of 128 for 4 or more float32 columns from order 2048.
 PATH_COLS = (1, 2, 3, 8, 9, 16, 4096)
@@ -142,8 +143,9 @@ PATHS = {
     ("float32", 2048): "s64x1 s64x2 s128x4 s128x8 b b b",
     ("float32", 16384): "s64x1 s64x2 s128x4 s128x8 b b b",
     ("float64", 4096): "s64x1 s64x2 b b b b b",
-    ("complex64", 1000): "s64x1 s64x2 b b b b b",
-    ("complex128", 1000): "s64x1 b b b b b b",
+    ("complex64", 383): "b b b b b b b",
+    ("complex64", 1000): "a/s64x1 s64x2 b b b b b",
+    ("complex128", 1000): "a/s64x1 b b b b b b",
 }
 
 
@@ -153,9 +155,9 @@ def test_paths_are_pinned(dtype, k, hsma_overrides):
     for cols, want in zip(PATH_COLS, PATHS[dtype, k].split()):
         for batch in (1, 3):  # the choice is per matrix
             plan = _plan(dtype, k, cols * batch, batch=batch)
-            got = f"s{plan.rows}x{plan.cols}" if plan.path == "sweep" else "b"
-            assert got == want, f"{cols} columns, batch {batch}: {plan}"
-            assert plan.path == "blocked" or plan.segment == 8
+            got = {"sweep": f"s{plan.rows}x{plan.cols}", "aten": "a"}.get(plan.path, "b")
+            assert got == want.split("/")[batch > 1 and "/" in want], f"{cols} columns, batch {batch}: {plan}"
+            assert plan.path != "sweep" or plan.segment == 8
 
 
 def test_sweep_overrides(hsma_overrides):
@@ -164,8 +166,10 @@ def test_sweep_overrides(hsma_overrides):
     assert (plan.path, plan.rows, plan.cols, plan.segment) == ("sweep", 128, 2, 9)
     assert plan.source == "override sweep"
     assert _plan("float64", 3000, 1).rows == 64  # row blocks of 128: float32 only
+    assert _plan("complex64", 1000, 1).path == "sweep"  # forced: not ATen's solve
     hsma_overrides(sweep=0, sweep_rows=None, sweep_cols=None, sweep_segment=None)
     assert _plan("float32", 100, 1).path == "blocked"
+    assert _plan("complex64", 1000, 1).path == "blocked"
     hsma_overrides(sweep=None, nb=128)  # an explicit NB asks for the blocked path
     assert _plan("float32", 100, 1).path == "blocked"
     hsma_overrides(nb=None, table_nb=128)

@@ -10,6 +10,7 @@ from conftest import (
     DTYPES,
     b_shape,
     call_and_check,
+    default_alpha,
     dtype_id,
     make_rhs,
     make_triangular,
@@ -136,3 +137,21 @@ def test_sweep_block_edges(device, dtype, k, n, gen, hsma_overrides):
     A = make_triangular(k, dtype=dtype, upper=upper, device=device, gen=gen)
     B = make_rhs((k, n), dtype=dtype, device=device, gen=gen)
     call_and_check(A, B, upper=upper)
+
+
+# (dtype, plan path) of one complex column at order 400: ATen's solve (cuBLAS trsm) for one matrix, the sweep for
+# a batch; the plan's choice here, pinned in test_block_plan.py.
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("variant", VARIANTS, ids=[_vid(v) for v in VARIANTS])
+@pytest.mark.parametrize("view", ["plain", "conj A", "column-major A"])
+def test_complex_single_column_by_aten(device, dtype, variant, view, gen):
+    left, upper, trans, unit = variant
+    A = make_triangular(400, dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+    if view == "conj A":
+        A = A.conj()
+    elif view == "column-major A":
+        A = A.mT.contiguous().mT
+    B = make_rhs(b_shape(400, 1, left=left), dtype=dtype, device=device, gen=gen)
+    assert torch.ops.hsma._block_plan(dtype, 400, 1, True, "NVIDIA H200", "9.0")[4] == "aten"
+    call_and_check(A, B, left=left, upper=upper, trans=trans, unitriangular=unit, alpha=default_alpha(dtype))

@@ -108,6 +108,10 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   // The sweep, or NB, variant and IB: the plan (csrc/blocking.h).
   const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1, bt};
   BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
+  if (plan.path == LargePath::kAten) {
+    X.copy_(aten_solve(A, B, args));
+    return;
+  }
   if (plan.path == LargePath::kSweep) {
     if (sweep_solve<S>(A3, B3, X3, args, plan.sweep)) return;
     Overrides blocked = overrides();  // (the sweep did not fit: the blocked path's plan)

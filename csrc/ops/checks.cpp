@@ -79,6 +79,17 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   return s;
 }
 
+at::Tensor aten_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
+  if (half_dtype(A.scalar_type())) return aten_solve(as_float32(A), as_float32(B), args).to(A.scalar_type());
+  const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
+  const bool upper_eff = args.upper != (args.trans != Trans::kN);
+  // alpha scales B before the solve, as the CUDA kernels do (and as BLAS defines it), so that intermediate
+  // overflow behaves the same on every path.
+  const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
+  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * args.alpha, upper_eff, args.left, args.unit);
+  return X.contiguous();
+}
+
 // torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested
 // solves and the Python entry (csrc/ops/python_entry.cpp) call it.
 at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,

@@ -10,31 +10,18 @@
 
 namespace hsma {
 
-// CPU: ATen's linalg_solve_triangular (LAPACK trsm) on op(A); alpha scales B. bfloat16 and float16
-// are solved in float32 and rounded to their dtype.
-static at::Tensor cpu_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
-  if (half_dtype(A.scalar_type())) return cpu_solve(as_float32(A), as_float32(B), args).to(A.scalar_type());
-  const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
-  const bool upper_eff = args.upper != (args.trans != Trans::kN);
-  // alpha scales B before the solve, as on CUDA (and as BLAS defines it), so that intermediate
-  // overflow behaves the same on both devices.
-  const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
-  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * args.alpha, upper_eff, args.left, args.unit);
-  return X.contiguous();
-}
-
 static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
                            c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   check_trsm(A, B, args, "hsma::trsm");
-  return cpu_solve(A, B, args);
+  return aten_solve(A, B, args);
 }
 
 static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
                       bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   check_inplace(A, B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
-  B.copy_(cpu_solve(A, B, args));
+  B.copy_(aten_solve(A, B, args));
 }
 
 // Autograd key of the in-place form: it has no derivative formula; refuse clearly when a
