@@ -205,11 +205,14 @@ int64_t sweep_max_cols(c10::ScalarType dtype) {
 }
 constexpr int kSweepMaxCols = 16;          // the widest panel (kernels/sweep.cu)
 
-// Complex, one matrix, one column, from the sweep's orders: ATen's solve (cuBLAS trsm, one launch) is faster
-// than the sweep, whose chain of complex R x R products is the longer (H200, order 1000: complex64 98.5 us
-// against 143, complex128 147 against 195, eager).
+// One matrix, one column, from the sweep's orders: ATen's solve (cuBLAS trsm, one launch) is faster than the
+// sweep for complex types, whose chain of complex R x R products is the longer (H200, order 1000: complex64
+// 98.5 us against 143, complex128 147 against 195, eager), and for float64 below order 2048 (order 1000: 95 us
+// against 105; 4096: the sweep 1.2-1.5x faster).
+constexpr int64_t kAtenMaxKDouble = 2048;
 bool aten_takes(const BlockedShape& shape) {
-  return c10::isComplexType(shape.dtype) && shape.batch == 1 && shape.rhs_cols == 1 && shape.k >= kSweepMinK;
+  if (shape.batch != 1 || shape.rhs_cols != 1 || shape.k < kSweepMinK) return false;
+  return c10::isComplexType(shape.dtype) || (shape.dtype == c10::ScalarType::Double && shape.k < kAtenMaxKDouble);
 }
 constexpr int64_t kSweepWideRowsK = 2048;  // float32 orders from which row blocks of 128 take 4+ columns
 

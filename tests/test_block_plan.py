@@ -131,7 +131,7 @@ def test_shipped_h200_plans_are_pinned(dtype, k, hsma_overrides):
 
 # Which path each (order k, right-hand-side columns per matrix) takes, by dtype: "s<R>x<NC>" the sweep
 # with row blocks of R and panels of NC columns (tasks of 8 row blocks), "b" the blocked path, "a/s<R>x<NC>"
-# ATen's solve for one matrix and the sweep for a batch (complex, one column).
+# ATen's solve for one matrix and the sweep for a batch (complex, and float64 below order 2048; one column).
 # The sweep takes up to 8 float32 columns (2 float64 or complex64, 1 complex128) from order 384; row
 # blocks of 128 for 4 or more float32 columns from order 2048.
 PATH_COLS = (1, 2, 3, 8, 9, 16, 4096)
@@ -142,6 +142,8 @@ PATHS = {
     ("float32", 2047): "s64x1 s64x2 s64x4 s64x8 b b b",
     ("float32", 2048): "s64x1 s64x2 s128x4 s128x8 b b b",
     ("float32", 16384): "s64x1 s64x2 s128x4 s128x8 b b b",
+    ("float64", 1000): "a/s64x1 s64x2 b b b b b",
+    ("float64", 2048): "s64x1 s64x2 b b b b b",
     ("float64", 4096): "s64x1 s64x2 b b b b b",
     ("complex64", 383): "b b b b b b b",
     ("complex64", 1000): "a/s64x1 s64x2 b b b b b",

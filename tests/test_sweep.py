@@ -139,10 +139,10 @@ def test_sweep_block_edges(device, dtype, k, n, gen, hsma_overrides):
     call_and_check(A, B, upper=upper)
 
 
-# (dtype, plan path) of one complex column at order 400: ATen's solve (cuBLAS trsm) for one matrix, the sweep for
-# a batch; the plan's choice here, pinned in test_block_plan.py.
+# One column at order 400 (complex, float64): ATen's solve (cuBLAS trsm) for one matrix, the sweep for a batch;
+# the plan's choice here, pinned in test_block_plan.py.
 @pytest.mark.parametrize("device", CUDA_DEVICES)
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=dtype_id)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64, torch.complex128], ids=dtype_id)
 @pytest.mark.parametrize("variant", VARIANTS, ids=[_vid(v) for v in VARIANTS])
 @pytest.mark.parametrize("view", ["plain", "conj A", "column-major A"])
 def test_complex_single_column_by_aten(device, dtype, variant, view, gen):
