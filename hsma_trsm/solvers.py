@@ -10,7 +10,7 @@ compositions.
 import torch
 from torch.overrides import handle_torch_function, has_torch_function
 
-from . import _ops  # noqa: F401 - loads the library that registers torch.ops.hsma
+from ._ops import _C, _is_compiling
 from .api import _SOLVER_DTYPES, _check_bool, _typename, _unsupported
 
 __all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
@@ -45,6 +45,10 @@ def cholesky_solve(B, L, upper=False):
     solves on hsma's kernels; the second is written as the transposed (right-side) solve so that X comes
     out column-major as torch's does, without a copy. Differentiable (reverse and forward mode).
     """
+    if not _is_compiling():
+        X = _C.cholesky_solve(B, L, upper)  # the eager entry (csrc/ops/python_entry.cpp); None: the checks below
+        if X is not None:
+            return X
     if has_torch_function((B, L)):
         return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
     _check_tensor("cholesky_solve", "B", 1, B)
@@ -73,6 +77,10 @@ def cholesky_inverse(L, upper=False):
 
     Method: :func:`cholesky_solve` against the identity (two triangular solves), as torch does on CUDA.
     """
+    if not _is_compiling():
+        X = _C.cholesky_inverse(L, upper)  # the eager entry, as in cholesky_solve
+        if X is not None:
+            return X
     if has_torch_function((L,)):
         return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
     _check_tensor("cholesky_inverse", "L", 1, L)
@@ -111,6 +119,10 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     and ``left`` chosen so that no operand is copied and the result has torch's layout. Differentiable
     in B and LU (reverse and forward mode); the pivots, integers, get no gradient.
     """
+    if not _is_compiling():
+        X = _C.lu_solve(LU, pivots, B, left, adjoint)  # the eager entry, as in cholesky_solve
+        if X is not None:
+            return X
     if has_torch_function((LU, pivots, B)):
         return handle_torch_function(lu_solve, (LU, pivots, B), LU, pivots, B, left=left, adjoint=adjoint)
     _check_tensor("lu_solve", "LU", 1, LU)

@@ -200,3 +200,59 @@ def test_entry_with_torch_function_machinery(device):
     gm = torch.fx.symbolic_trace(lambda A, B: hsma_trsm.solve_triangular(A, B, upper=False))
     assert any("hsma" in str(node.target) for node in gm.graph.nodes), gm.graph
     assert torch.equal(gm(A, B), Xop)
+
+
+# ---------------------------------------------------------------------------------------------
+# The solvers' entries (_C.cholesky_solve, _C.cholesky_inverse, _C.lu_solve)
+
+
+def _solver_inputs(device, dtype=torch.float64):
+    gen = make_generator(11)
+    L = make_triangular(6, batch=(3, 1), dtype=dtype, device=device, gen=gen, fill=0.0)
+    L.diagonal(dim1=-2, dim2=-1).copy_(L.diagonal(dim1=-2, dim2=-1).abs() + 1)
+    A = make_rhs((2, 6, 6), dtype=dtype, device=device, gen=gen) + 4 * torch.eye(6, dtype=dtype, device=device)
+    LU, piv = torch.linalg.lu_factor(A)
+    B = make_rhs((2, 6, 4), dtype=dtype, device=device, gen=gen)
+    return L, LU, piv, B
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_solver_entries_match_the_ops_and_torch(device, dtype):
+    L, LU, piv, B = _solver_inputs(device, dtype)
+    calls = [
+        (_C.cholesky_solve(B, L, False), torch.ops.hsma.cholesky_solve(B, L, False), torch.cholesky_solve(B, L)),
+        (_C.cholesky_inverse(L, False), torch.ops.hsma.cholesky_inverse(L, False), torch.cholesky_inverse(L)),
+        (_C.lu_solve(LU, piv, B, True, False), torch.ops.hsma.lu_solve(LU, piv, B),
+         torch.linalg.lu_solve(LU, piv, B)),
+        (_C.lu_solve(LU, piv, B.mT, False, True), torch.ops.hsma.lu_solve(LU, piv, B.mT, left=False, adjoint=True),
+         torch.linalg.lu_solve(LU, piv, B.mT, left=False, adjoint=True)),
+    ]
+    tol = 1e-4 if dtype in (torch.float32, torch.complex64) else 1e-11
+    for X, Xop, R in calls:
+        assert isinstance(X, torch.Tensor) and torch.equal(X, Xop) and X.stride() == R.stride()
+        torch.testing.assert_close(X, R, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_solver_entries_decline_what_the_checks_take(device):
+    """None (the public functions then check and raise torch's errors, convert, or dispatch): a tensor subclass,
+    a half dtype, mixed dtypes, bad shapes or pivots, flags that are not bool."""
+    L, LU, piv, B = _solver_inputs(device)
+    declined = [
+        _C.cholesky_solve(B.as_subclass(LoggedTensor), L, False),
+        _C.cholesky_solve(B.float(), L, False),
+        _C.cholesky_solve(B.half(), L.half(), False),
+        _C.cholesky_solve(B[..., :5, :], L, False),
+        _C.cholesky_solve(B, L, 0),
+        _C.cholesky_inverse(L[..., :5], False),
+        _C.lu_solve(LU, piv.long(), B, True, False),
+        _C.lu_solve(LU, piv[..., :5], B, True, False),
+        _C.lu_solve(LU, piv, B, False, False),
+        _C.lu_solve(LU, piv, B.expand(4, 2, 6, 4)[:3], True, False),  # (3, 2) against LU's (2,): broadcasts
+    ]
+    assert all(d is None for d in declined[:-1]) and declined[-1] is not None
+    with FunctionLog():
+        assert _C.cholesky_solve(B, L, False) is None  # a TorchFunctionMode
+    with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
+        hsma_trsm.cholesky_solve(B[..., :5, :], L)

@@ -1,5 +1,6 @@
-// The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): one
-// function, trsm, the eager entry of hsma_trsm.trsm and hsma_trsm.solve_triangular.
+// The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): trsm, the
+// eager entry of hsma_trsm.trsm and hsma_trsm.solve_triangular, and cholesky_solve, cholesky_inverse and
+// lu_solve, the eager entries of hsma_trsm's solvers (hsma_trsm/solvers.py), on the same terms.
 //
 // torch.ops.hsma.trsm(...) reaches the dispatcher through a boxed call: the arguments are matched
 // to the schema by name and converted to a stack of IValues, then unboxed again for the kernels.
@@ -14,14 +15,18 @@
 // __torch_function__" (torch.overrides.redispatch_function), an argument of another Python type
 // than the schema's (hsma_trsm/api.py then raises torch's TypeError, or converts a NumPy alpha),
 // or A and B not of one supported dtype (api.py promotes them or raises UnsupportedDtypeError).
-// The checks cost nothing on this path: they only run after a decline.
+// The checks cost nothing on this path: they only run after a decline. The solvers' entries decline
+// whatever torch's function would not take as given (solvers.h: operands_fit, pivots_fit), so that
+// solvers.py raises torch's error or converts.
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 
+#include "ops/solvers.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -108,20 +113,94 @@ bool as_scalar(PyObject* obj, c10::Scalar* out) {
   return false;
 }
 
-// _C.trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor, or None (see the top).
-PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError,
-                    "hsma_trsm._C.trsm takes 7 positional arguments (A, B, left, upper, trans, unitriangular, alpha)");
-    return nullptr;
-  }
-  if (!plain_tensor(args[0]) || !plain_tensor(args[1]) || !modes_pass_through()) Py_RETURN_NONE;
+// Whether the call may be taken here: its tensors plain, no mode but a DeviceContext, no pending skip of
+// __torch_function__ (see the top).
+bool takes_call(PyObject* const* tensors, Py_ssize_t n) {
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!plain_tensor(tensors[i])) return false;
+  if (!modes_pass_through()) return false;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
   // torch.overrides.redispatch_function set "skip the next __torch_function__": torch.ops' check
   // consumes that flag (and errs if none does), so leave this call to it.
-  if (at::impl::PythonTorchFunctionTLS::peek_skip_next()) Py_RETURN_NONE;
+  if (at::impl::PythonTorchFunctionTLS::peek_skip_next()) return false;
 #endif
+  return true;
+}
+
+// Runs `call` (a typed dispatcher call) without the GIL and with a DeviceContext mode off the stack.
+template <typename Call> PyObject* run_call(Call call) {
+  at::Tensor X;
+  {
+    const StashMode stash(at::impl::torch_function_mode_enabled());  // (then the mode is a DeviceContext)
+    pybind11::gil_scoped_release no_gil;
+    X = call();
+  }
+  return THPVariable_Wrap(std::move(X));
+}
+
+// Whether nargs is n; a TypeError naming the entry and its arguments otherwise.
+bool arity(Py_ssize_t nargs, Py_ssize_t n, const char* usage) {
+  if (nargs == n) return true;
+  PyErr_SetString(PyExc_TypeError, usage);
+  return false;
+}
+
+// The typed handle of torch.ops.hsma.<name> (callers keep it in a static).
+template <typename Signature> c10::TypedOperatorHandle<Signature> hsma_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+// _C.cholesky_solve(B, L, upper) -> Tensor, or None.
+PyObject* cholesky_solve_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 3, "hsma_trsm._C.cholesky_solve takes 3 positional arguments (B, L, upper)")) return nullptr;
+  bool upper;
+  if (!takes_call(args, 2) || !as_bool(args[2], &upper)) Py_RETURN_NONE;
+  const at::Tensor& B = THPVariable_Unpack(args[0]);
+  const at::Tensor& L = THPVariable_Unpack(args[1]);
+  if (!operands_fit(L, B, -2)) Py_RETURN_NONE;
+  static const auto op = hsma_op<at::Tensor(const at::Tensor&, const at::Tensor&, bool)>("hsma::cholesky_solve");
+  return run_call([&] { return op.call(B, L, upper); });
+  END_HANDLE_TH_ERRORS
+}
+
+// _C.cholesky_inverse(L, upper) -> Tensor, or None.
+PyObject* cholesky_inverse_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 2, "hsma_trsm._C.cholesky_inverse takes 2 positional arguments (L, upper)")) return nullptr;
+  bool upper;
+  if (!takes_call(args, 1) || !as_bool(args[1], &upper)) Py_RETURN_NONE;
+  const at::Tensor& L = THPVariable_Unpack(args[0]);
+  if (!operands_fit(L, L, -2)) Py_RETURN_NONE;
+  static const auto op = hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::cholesky_inverse");
+  return run_call([&] { return op.call(L, upper); });
+  END_HANDLE_TH_ERRORS
+}
+
+// _C.lu_solve(LU, pivots, B, left, adjoint) -> Tensor, or None.
+PyObject* lu_solve_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 5, "hsma_trsm._C.lu_solve takes 5 positional arguments (LU, pivots, B, left, adjoint)"))
+    return nullptr;
+  bool left, adjoint;
+  if (!takes_call(args, 3) || !as_bool(args[3], &left) || !as_bool(args[4], &adjoint)) Py_RETURN_NONE;
+  const at::Tensor& LU = THPVariable_Unpack(args[0]);
+  const at::Tensor& pivots = THPVariable_Unpack(args[1]);
+  const at::Tensor& B = THPVariable_Unpack(args[2]);
+  if (!pivots_fit(LU, pivots) || !operands_fit(LU, B, left ? -2 : -1)) Py_RETURN_NONE;
+  static const auto op = hsma_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, bool)>(
+      "hsma::lu_solve");
+  return run_call([&] { return op.call(LU, pivots, B, left, adjoint); });
+  END_HANDLE_TH_ERRORS
+}
+
+// _C.trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor, or None (see the top).
+PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 7, "hsma_trsm._C.trsm takes 7 positional arguments (A, B, left, upper, trans, unitriangular, "
+                      "alpha)"))
+    return nullptr;
+  if (!takes_call(args, 2)) Py_RETURN_NONE;
   bool left, upper, unit;
   c10::Scalar alpha;
   if (!as_bool(args[2], &left) || !as_bool(args[3], &upper) || !as_bool(args[5], &unit) || !PyUnicode_Check(args[4]) ||
@@ -136,13 +215,8 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   const at::Tensor& A = THPVariable_Unpack(args[0]);
   const at::Tensor& B = THPVariable_Unpack(args[1]);
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
-  at::Tensor X;
-  {
-    const StashMode stash(at::impl::torch_function_mode_enabled());  // (then the mode is a DeviceContext)
-    pybind11::gil_scoped_release no_gil;
-    X = call_trsm(A, B, left, upper, c10::string_view(trans, static_cast<size_t>(trans_len)), unit, alpha);
-  }
-  return THPVariable_Wrap(std::move(X));
+  return run_call(
+      [&] { return call_trsm(A, B, left, upper, c10::string_view(trans, static_cast<size_t>(trans_len)), unit, alpha); });
   END_HANDLE_TH_ERRORS
 }
 
@@ -150,10 +224,16 @@ PyMethodDef methods[] = {
     {"trsm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(trsm_entry)), METH_FASTCALL,
      "trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor or None: torch.ops.hsma.trsm by a typed "
      "dispatcher call, or None where torch.ops' path must be taken (see csrc/ops/python_entry.cpp)."},
+    {"cholesky_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_solve_entry)),
+     METH_FASTCALL, "cholesky_solve(B, L, upper) -> Tensor or None: torch.ops.hsma.cholesky_solve, as trsm."},
+    {"cholesky_inverse", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_inverse_entry)),
+     METH_FASTCALL, "cholesky_inverse(L, upper) -> Tensor or None: torch.ops.hsma.cholesky_inverse, as trsm."},
+    {"lu_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(lu_solve_entry)), METH_FASTCALL,
+     "lu_solve(LU, pivots, B, left, adjoint) -> Tensor or None: torch.ops.hsma.lu_solve, as trsm."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",
-                          "Compiled part of hsma_trsm: registers torch.ops.hsma; trsm is the eager entry.", -1,
+                          "Compiled part of hsma_trsm: registers torch.ops.hsma; trsm and the solvers' eager entries.", -1,
                           methods};
 
 }  // namespace

@@ -9,10 +9,38 @@
 // the contiguous X^T of the transposed solve (its .mT), never copied.
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "solvers.h"
 #include "trsm.h"
 
 namespace hsma {
+
+static bool solvable(const at::Tensor& t) {
+  const auto s = t.scalar_type();
+  return t.layout() == at::kStrided && t.dim() >= 2 &&
+         (s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble);
+}
+
+// Batch dims (all but the last two) that broadcast.
+static bool broadcasts(c10::IntArrayRef a, c10::IntArrayRef b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+bool operands_fit(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) {
+  return solvable(A) && solvable(B) && A.scalar_type() == B.scalar_type() && A.device() == B.device() &&
+         A.size(-1) == A.size(-2) && A.size(-1) == B.size(b_dim) &&
+         broadcasts(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+}
+
+bool pivots_fit(const at::Tensor& LU, const at::Tensor& pivots) {
+  return pivots.layout() == at::kStrided && pivots.scalar_type() == at::kInt && pivots.device() == LU.device() &&
+         LU.dim() >= 2 && pivots.sizes() == LU.sizes().slice(0, LU.dim() - 1);
+}
 
 at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper) {
   if (upper) {  // A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T

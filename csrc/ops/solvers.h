@@ -7,6 +7,12 @@
 
 namespace hsma {
 
+// Operands that torch's solvers and these both take as given: A (*, k, k) and B strided, on one device, of one
+// dtype among float32, float64, complex64 and complex128, k == B.size(b_dim), batch dims that broadcast.
+bool operands_fit(const at::Tensor& A, const at::Tensor& B, int64_t b_dim);
+// LU's pivots as torch.linalg.lu_solve takes them: int32, strided, LU's device and batch shape, k per entry.
+bool pivots_fit(const at::Tensor& LU, const at::Tensor& pivots);
+
 // torch.cholesky_solve(B, L, upper): A X = B with A = L L^H (or U^H U).
 at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper);
 // torch.cholesky_inverse(L, upper): cholesky_solve against the identity.

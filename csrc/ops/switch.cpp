@@ -46,27 +46,8 @@ class Serving {
   Serving& operator=(const Serving&) = delete;
 };
 
-bool solvable(const at::Tensor& t) {
-  const auto s = t.scalar_type();
-  return t.layout() == at::kStrided && t.dim() >= 2 &&
-         (s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble);
-}
-
-// Batch dims (all but the last `a_tail` of a and `b_tail` of b) that broadcast.
-bool broadcasts(c10::IntArrayRef a, c10::IntArrayRef b) {
-  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
-    const int64_t x = a[a.size() - i], y = b[b.size() - i];
-    if (x != y && x != 1 && y != 1) return false;
-  }
-  return true;
-}
-
-// A (*, k, k) and B (*, ., .) that torch's solvers and hsma both take, with k == B.size(b_dim).
-bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) {
-  return !inside && solvable(A) && solvable(B) && A.scalar_type() == B.scalar_type() && A.device() == B.device() &&
-         A.size(-1) == A.size(-2) && A.size(-1) == B.size(b_dim) &&
-         broadcasts(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
-}
+// Arguments torch takes and hsma serves, in a call that is not nested in another of these kernels.
+bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) { return !inside && operands_fit(A, B, b_dim); }
 
 at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unit) {
   if (!takes(A, B, left ? -2 : -1)) return at::native::linalg_solve_triangular(A, B, upper, left, unit);
@@ -105,10 +86,7 @@ at::Tensor cholesky_inverse_k(const at::Tensor& L, bool upper) {
 }
 
 at::Tensor lu_solve_k(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint) {
-  const bool pivots_ok = pivots.layout() == at::kStrided && pivots.scalar_type() == at::kInt &&
-                         pivots.device() == LU.device() && LU.dim() >= 2 &&
-                         pivots.sizes() == LU.sizes().slice(0, LU.dim() - 1);
-  if (!pivots_ok || !takes(LU, B, left ? -2 : -1)) {
+  if (!pivots_fit(LU, pivots) || !takes(LU, B, left ? -2 : -1)) {
     at::Tensor X = at::empty({0}, LU.options());
     return at::linalg_lu_solve_out(X, LU, pivots, B, left, adjoint);
   }
