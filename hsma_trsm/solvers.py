@@ -113,9 +113,10 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
             pivots not int32 or of the wrong shape, batch dims that do not broadcast.
         TypeError: LU, pivots or B not a Tensor, ``left`` or ``adjoint`` not a bool.
 
-    Method: the pivots become one permutation (torch's own sequential conversion, ``torch.lu_unpack``
-    into a one-byte ``k x k`` matrix per batch entry, then its argmax), applied to B (or to the result)
-    by a gather; then the unit lower and the upper triangular solves on hsma's kernels, with ``trans``
+    Method: the pivots become one permutation (``torch.ops.hsma._lu_permutation``: on CUDA one kernel that
+    applies the interchanges in order, a block per batch entry, up to order 6144; on the CPU and above that
+    ``torch.lu_unpack`` into a one-byte ``k x k`` matrix per batch entry, then its argmax), applied to B (or to
+    the result) by a gather; then the unit lower and the upper triangular solves on hsma's kernels, with ``trans``
     and ``left`` chosen so that no operand is copied and the result has torch's layout. Differentiable
     in B and LU (reverse and forward mode); the pivots, integers, get no gradient.
     """

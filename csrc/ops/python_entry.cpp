@@ -215,8 +215,8 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   const at::Tensor& A = THPVariable_Unpack(args[0]);
   const at::Tensor& B = THPVariable_Unpack(args[1]);
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
-  return run_call(
-      [&] { return call_trsm(A, B, left, upper, c10::string_view(trans, static_cast<size_t>(trans_len)), unit, alpha); });
+  const c10::string_view op(trans, static_cast<size_t>(trans_len));
+  return run_call([&] { return call_trsm(A, B, left, upper, op, unit, alpha); });
   END_HANDLE_TH_ERRORS
 }
 
@@ -233,7 +233,7 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",
-                          "Compiled part of hsma_trsm: registers torch.ops.hsma; trsm and the solvers' eager entries.", -1,
+                          "Compiled part of hsma_trsm: registers torch.ops.hsma; the eager entries.", -1,
                           methods};
 
 }  // namespace
