@@ -1,7 +1,7 @@
 // The plan of a CUDA solve of order above 64, decided in one function, plan_blocking: the sweep
 // (kernels/sweep.cu: a few right-hand-side columns, from a medium order on) with its row block,
-// panel width and task length; ATen's solve (cuBLAS trsm) for the one shape where it is faster than
-// both (complex, one matrix, one column); or the blocked path with its outer block NB, driver variant
+// panel width and task length; ATen's solve (cuBLAS trsm) for the shapes where it is faster than both
+// (one matrix, one column: complex, or float64 below order 2048); or the blocked path with its outer block NB, driver variant
 // and the inner block IB of the diagonal-block inversion: the GPU's block-size table, then every rule
 // after it. Host logic only, built on CPU too, so that the tuner, the benchmark and the tests can ask for
 // any GPU's plan (torch.ops.hsma._block_plan).

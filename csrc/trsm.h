@@ -74,11 +74,11 @@ TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, con
 // broadcastable batch dims, alpha's type) and returns the shapes. `op` names the caller in errors.
 TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, const char* op);
 
-// X of op(A) X = alpha B (or X op(A) = alpha B) by ATen's linalg_solve_triangular (LAPACK trsm on the CPU,
-// cuBLAS trsm on CUDA), contiguous; bfloat16 and float16 solved in float32 and rounded to their dtype. The CPU
-// kernel, and the CUDA plan's path kAten (csrc/blocking.h). With the switch on, the call re-enters its kernel,
-// which hands it to torch (csrc/ops/switch.cpp).
-at::Tensor aten_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args);
+// X of op(A) X = alpha B (or X op(A) = alpha B), written into X (the broadcast result's shape), by ATen's
+// linalg_solve_triangular (LAPACK trsm on the CPU, cuBLAS trsm on CUDA) through its out= overload, which the
+// switch never routes; bfloat16 and float16 solved in float32 and rounded to their dtype. The CPU kernel, and
+// the CUDA plan's path kAten (csrc/blocking.h).
+void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X);
 
 // torch.ops.hsma.trsm by a typed (unboxed) dispatcher call: every dispatch key (autograd,
 // functorch, Python modes, profiler) is honoured, with no Python argument parsing.

@@ -137,6 +137,15 @@ def _lu_permutation_fake(pivots, inverse=False):
     return pivots.new_empty(pivots.shape, dtype=torch.int64)
 
 
+@torch.library.register_vmap("hsma::_lu_permutation")
+def _lu_permutation_vmap(info, in_dims, pivots, inverse=False):
+    """The op takes any batch dims: the vmapped one goes first, as one more."""
+    dim = in_dims[0]
+    if dim is None:
+        return torch.ops.hsma._lu_permutation(pivots, inverse), None
+    return torch.ops.hsma._lu_permutation(pivots.movedim(dim, 0), inverse), 0
+
+
 @torch.library.register_fake("hsma::trtri")
 def _trtri_fake(A, *, upper, unitriangular=False, out_dtype=None):
     torch._check(A.dim() >= 2, lambda: f"hsma::trtri: A must have at least 2 dimensions (*, k, k), got {A.dim()}")

@@ -20,8 +20,12 @@ CUDA graphs see an ordinary kernel. ``disable()`` deletes the registration, and 
 own kernel again. Why C++ kernels and not Python ones: a Python kernel takes the GIL and converts every
 argument on each call, host time that made small routed solves slower than torch's.
 
-No recursion: a routed operator called while one of these kernels runs on the same thread (hsma's CPU trsm is
-ATen's linalg_solve_triangular) goes to torch's implementation.
+No recursion: hsma calls none of the routed operators (where it solves through ATen, on the CPU and for a few
+CUDA shapes, it calls the out= overload), and a routed operator called while one of these kernels runs on the same
+thread would go to torch's implementation.
+
+Threads: turn the switch on or off while no other thread is solving. Changing the dispatcher's table is not safe
+against calls that other threads are dispatching at that moment (torch's dispatcher reads it without a lock).
 """
 import contextlib
 import threading
@@ -50,14 +54,16 @@ def _set(config):
             if unknown:
                 raise ValueError(f"hsma_trsm.enable: unknown operators {unknown} (routable: {list(ROUTED)})")
             bad = [key for key in keys if key not in ("CUDA", "CPU")]
-            if bad:
-                raise ValueError(f"hsma_trsm.enable: unknown dispatch keys {bad} (CUDA, or CPU for tests)")
+            if bad or not keys or not ops:
+                raise ValueError(f"hsma_trsm.enable: unknown dispatch keys {bad} (CUDA, or CPU for tests)" if bad
+                                 else "hsma_trsm.enable: no dispatch key or no operator to route")
         torch.ops.hsma._route(list(config[1]) if config else [], list(config[0]) if config else [])
         _config = config
 
 
 def routed_calls():
-    """{operator: calls served by hsma} since the process started (those deferred to torch not counted)."""
+    """{operator: calls served by hsma} since the process started: those that returned (not those that raised, nor
+    those handed to torch)."""
     return dict(zip(ROUTED, torch.ops.hsma._routed_calls()))
 
 

@@ -5,6 +5,7 @@ through a factorisation equal to torch's; errors of torch's types and messages. 
 linalg_solve_triangular and triangular_solve against torch's operators, routed here on the CPU."""
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -224,6 +225,28 @@ def test_lu_permutation_applies_pivots_in_order(device, k, inverse):
         ref = np.argsort(ref, axis=-1)
     assert perm.dtype == torch.int64 and perm.shape == pivots.shape
     np.testing.assert_array_equal(perm.cpu().numpy(), ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vmap_decomposes_into_batch_rules(device):
+    """torch.vmap over the solvers runs their compositions on batch rules (trsm's, _lu_permutation's, ATen's):
+    torch's results, and no warning of a per-sample fallback."""
+    gen = make_generator(3)
+    A = (torch.randn(3, 5, 5, dtype=torch.float64, generator=gen) + 3 * torch.eye(5, dtype=torch.float64)).to(device)
+    LU, piv = torch.linalg.lu_factor(A)
+    L = torch.linalg.cholesky(A @ A.mT)
+    B = _rhs((3, 5, 2), torch.float64, device, gen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [torch.vmap(hsma_trsm.lu_solve)(LU, piv, B),
+               torch.vmap(hsma_trsm.lu_solve, in_dims=(None, None, 0))(LU[0], piv[0], B),
+               torch.vmap(lambda lu, p, b: hsma_trsm.lu_solve(lu, p, b, left=False, adjoint=True))(LU, piv, B.mT),
+               torch.vmap(hsma_trsm.cholesky_solve)(B, L), torch.vmap(hsma_trsm.cholesky_inverse)(L)]
+    refs = [torch.linalg.lu_solve(LU, piv, B), torch.linalg.lu_solve(LU[0], piv[0], B),
+            torch.linalg.lu_solve(LU, piv, B.mT, left=False, adjoint=True), torch.cholesky_solve(B, L),
+            torch.cholesky_inverse(L)]
+    for X, R in zip(got, refs):
+        torch.testing.assert_close(X, R, rtol=1e-10, atol=1e-10)
 
 
 def test_lu_solve_gradients_match_torch(gen):

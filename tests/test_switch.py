@@ -4,8 +4,8 @@ What runs where:
     - registration and its removal (the dispatcher's own table, before and after: identical), nesting;
     - routing end to end on the CPU, through the switch's private ``_keys=("CPU",)``: every test below that
       takes ``device`` routes the CPU key on the CPU and the CUDA key on a GPU. On the CPU, hsma's own
-      kernel calls ATen's linalg_solve_triangular; the switch's kernel sends that re-entered call to torch's
-      implementation (tested below). On CUDA: the switch as users get it;
+      kernel calls ATen's linalg_solve_triangular through its out= overload, which is never routed (tested
+      below). On CUDA: the switch as users get it;
     - torch's functions with the switch on against the same calls with it off: values, output strides,
       gradients (not doubled), forward AD, vmap, torch.compile, a CUDA graph (GPU);
     - LinearOperator arguments and import order (linear_operator), GPyTorch exact GP and SVGP losses and
@@ -109,6 +109,8 @@ def test_refuses_what_does_not_exist():
         hsma_trsm.enable(_ops=("linalg_solve",))
     with pytest.raises(ValueError, match="unknown dispatch keys"):
         hsma_trsm.enable(_keys=("Meta",))
+    with pytest.raises(ValueError, match="no dispatch key or no operator"):
+        hsma_trsm.enable(_keys=())
     assert not hsma_trsm.is_enabled()
 
 
@@ -240,16 +242,43 @@ def test_routed_calls_match_torch_and_disable_restores_it_exactly(device, dtype,
     assert r.total() == total
 
 
-def test_reentered_call_goes_to_torch(route):
-    """On the CPU, hsma's trsm is ATen's linalg_solve_triangular: routed, the call re-enters the switch's kernel,
-    which sends it to torch's implementation (one call served, no recursion)."""
+def test_one_call_served_per_routed_call(route):
+    """On the CPU, hsma's trsm runs ATen's linalg_solve_triangular through its out= overload, which the switch does
+    not route: one routed call, one call served, no recursion."""
     r = route("cpu")
     L, B = _spd_factor(5, (2,), "cpu"), torch.randn(2, 5, 3, dtype=F64)
     ref = torch.linalg.solve_triangular(L, B, upper=False)
     with r.on():
         X = torch.linalg.solve_triangular(L, B, upper=False)
-    assert r.calls["linalg_solve_triangular"] == 1
+        assert r.calls["linalg_solve_triangular"] == 1
+        hsma_trsm.trsm(L, B)  # hsma's own function: nothing routed
+    assert r.total() == 1
     _assert_like(X, ref, 1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layouts_of_torch_for_conjugate_views_and_empty_operands(device, route):
+    """torch returns a row-major X when A (broadcast) is a conjugate view whose transpose is contiguous, and empty
+    results with strides of their own: the same with the switch on."""
+    r = route(device)
+    L = _spd_factor(5, (2,), device, dtype=torch.complex128)
+    B = torch.randn(2, 5, 3, dtype=torch.complex128, device=device)
+    cases = [
+        lambda: torch.linalg.solve_triangular(L.mH, B, upper=True),
+        lambda: torch.linalg.solve_triangular(L.mH, B.mT, upper=True, left=False),
+        lambda: torch.linalg.solve_triangular(L.mH[:1], B, upper=True),  # broadcast: not contiguous
+        lambda: torch.linalg.solve_triangular(L.conj(), B, upper=False),
+        lambda: torch.linalg.solve_triangular(L[:, :0, :0], B[:, :0], upper=False),
+        lambda: torch.linalg.solve_triangular(L[:0], B[:0], upper=False),
+        lambda: torch.cholesky_solve(B[..., :0], L),
+    ]
+    refs = [f() for f in cases]
+    with r.on():
+        outs = [f() for f in cases]
+    assert r.calls["linalg_solve_triangular"] == 4
+    for X, R in zip(outs, refs):
+        assert X.shape == R.shape and X.stride() == R.stride()
+        torch.testing.assert_close(X, R, rtol=1e-12, atol=1e-12)
 
 
 def _raised(f):

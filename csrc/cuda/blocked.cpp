@@ -109,7 +109,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1, bt};
   BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
   if (plan.path == LargePath::kAten) {
-    X.copy_(aten_solve(A, B, args));
+    aten_solve_into(A, B, args, X);
     return;
   }
   if (plan.path == LargePath::kSweep) {

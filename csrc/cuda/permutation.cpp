@@ -1,5 +1,6 @@
 // CUDA kernel of torch.ops.hsma._lu_permutation: the pivots' permutation by kernels/permutation.cu, one
-// block per batch entry; orders above kPermutationMaxK by ATen (lu_permutation_by_unpack).
+// block per batch entry; orders above kPermutationMaxK and batches above kPermutationMaxBatch by ATen
+// (lu_permutation_by_unpack).
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -12,10 +13,9 @@ namespace hsma {
 namespace {
 
 at::Tensor lu_permutation_cuda(const at::Tensor& pivots, bool inverse) {
-  HSMA_CHECK(pivots.dim() >= 1 && pivots.scalar_type() == at::kInt, "hsma::_lu_permutation: pivots must be int32 "
-             "with at least 1 dimension");
+  check_pivots(pivots);
   const int64_t k = pivots.size(-1), batch = k == 0 ? 0 : pivots.numel() / k;
-  if (k > kPermutationMaxK || batch > 2147483647) return lu_permutation_by_unpack(pivots, inverse);
+  if (k > kPermutationMaxK || batch > kPermutationMaxBatch) return lu_permutation_by_unpack(pivots, inverse);
   const c10::cuda::CUDAGuard guard(pivots.device());
   const at::Tensor piv = pivots.contiguous();
   at::Tensor out = at::empty(pivots.sizes(), pivots.options().dtype(at::kLong));

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kPermutationThreads)
 hsmaError_t launch_lu_permutation(const int32_t* pivots, int64_t batch, int64_t k, int64_t* out, bool inverse,
                                   hsmaStream_t stream) {
   if (batch <= 0 || k <= 0) return hsmaSuccess;
-  if (k > kPermutationMaxK || batch > 2147483647) return hsmaError_t(1);
+  if (k > kPermutationMaxK || batch > kPermutationMaxBatch) return hsmaError_t(1);
   const size_t shared = 2 * size_t(k) * sizeof(int32_t);
   lu_permutation_kernel<<<unsigned(batch), kPermutationThreads, shared, stream>>>(pivots, out, int(k), inverse);
   return hsmaGetLastError();

@@ -192,8 +192,10 @@ constexpr int64_t kInverseMaxK = 64;
 
 // The permutation of LAPACK's pivots (kernels/permutation.cu): pivots, batch x k int32 (contiguous, 1-based)
 // -> out, batch x k int64: perm with P[perm[j], j] = 1 for A = P L U, or with `inverse` its inverse. Orders
-// up to kPermutationMaxK (the pivots and the permutation in the default 48 KB of shared memory).
+// up to kPermutationMaxK (the pivots and the permutation in the default 48 KB of shared memory), batches up to
+// kPermutationMaxBatch (one block each: HIP wants fewer than 2^32 threads in a grid).
 constexpr int64_t kPermutationMaxK = 6144;
+constexpr int64_t kPermutationMaxBatch = int64_t(1) << 24;
 hsmaError_t launch_lu_permutation(const int32_t* pivots, int64_t batch, int64_t k, int64_t* out, bool inverse,
                                   hsmaStream_t stream);
 

@@ -79,15 +79,19 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   return s;
 }
 
-at::Tensor aten_solve(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args) {
-  if (half_dtype(A.scalar_type())) return aten_solve(as_float32(A), as_float32(B), args).to(A.scalar_type());
-  const at::Tensor opA = args.trans == Trans::kN ? A : (args.trans == Trans::kT ? A.mT() : A.mH());
+void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X) {
+  const bool half = half_dtype(A.scalar_type());
+  const at::Tensor Aw = half ? as_float32(A) : A, Bw = half ? as_float32(B) : B;
+  const at::Tensor opA = args.trans == Trans::kN ? Aw : (args.trans == Trans::kT ? Aw.mT() : Aw.mH());
   const bool upper_eff = args.upper != (args.trans != Trans::kN);
   // alpha scales B before the solve, as the CUDA kernels do (and as BLAS defines it), so that intermediate
   // overflow behaves the same on every path.
   const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
-  at::Tensor X = at::linalg_solve_triangular(opA, unit_alpha ? B : B * args.alpha, upper_eff, args.left, args.unit);
-  return X.contiguous();
+  // Into a column-major result, as the functional form allocates it (same LAPACK calls, same bits, whatever A's
+  // layout), through the out= overload: the switch never routes it (csrc/ops/switch.cpp).
+  at::Tensor R = at::empty({0}, Bw.options());
+  at::linalg_solve_triangular_out(R, opA, unit_alpha ? Bw : Bw * args.alpha, upper_eff, args.left, args.unit);
+  X.copy_(R);
 }
 
 // torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested

@@ -13,15 +13,19 @@ namespace hsma {
 static at::Tensor trsm_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
                            c10::string_view trans, bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
-  check_trsm(A, B, args, "hsma::trsm");
-  return aten_solve(A, B, args);
+  at::Tensor X = at::empty(check_trsm(A, B, args, "hsma::trsm").result, B.options());
+  aten_solve_into(A, B, args, X);
+  return X;
 }
 
 static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::string_view trans,
                       bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
-  check_inplace(A, B, check_trsm(A, B, args, "hsma::trsm_"), "hsma::trsm_");
-  B.copy_(aten_solve(A, B, args));
+  const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
+  check_inplace(A, B, s, "hsma::trsm_");
+  at::Tensor X = at::empty(s.result, B.options());
+  aten_solve_into(A, B, args, X);
+  B.copy_(X);
 }
 
 // Autograd key of the in-place form: it has no derivative formula; refuse clearly when a

@@ -57,9 +57,13 @@ at::Tensor cholesky_inverse(const at::Tensor& L, bool upper) {
   return hsma::cholesky_solve(I, L, upper);
 }
 
-at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse) {
+void check_pivots(const at::Tensor& pivots) {
   HSMA_CHECK(pivots.dim() >= 1 && pivots.scalar_type() == at::kInt, "hsma::_lu_permutation: pivots must be int32 "
              "with at least 1 dimension");
+}
+
+at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse) {
+  check_pivots(pivots);
   const int64_t k = pivots.size(-1);
   if (k == 0) return at::empty(pivots.sizes(), pivots.options().dtype(at::kLong));
   std::vector<int64_t> sizes = pivots.sizes().vec();
@@ -77,11 +81,10 @@ static at::Tensor permutation(const at::Tensor& pivots, bool inverse) {
   return op.call(pivots, inverse);
 }
 
-// The broadcast batch shape of B and LU followed by `tail`.
-static std::vector<int64_t> batched(const at::Tensor& B, const at::Tensor& LU, std::initializer_list<int64_t> tail) {
-  std::vector<int64_t> s = at::infer_size(B.sizes().slice(0, B.dim() - 2), LU.sizes().slice(0, LU.dim() - 2));
-  s.insert(s.end(), tail);
-  return s;
+// `batch` followed by `tail`.
+static std::vector<int64_t> with_tail(std::vector<int64_t> batch, std::initializer_list<int64_t> tail) {
+  batch.insert(batch.end(), tail);
+  return batch;
 }
 
 at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint) {
@@ -89,8 +92,10 @@ at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Te
   // With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
   // right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the
   // permutation perm (P[perm[j], j] = 1), B P its columns; P Y and Z P^T gather by the inverse.
-  const at::Tensor perm = permutation(pivots, /*inverse=*/left == adjoint).expand(batched(B, LU, {k}));
-  const at::Tensor Bx = B.expand(batched(B, LU, {rows, cols}));
+  const std::vector<int64_t> batch =
+      at::infer_size(B.sizes().slice(0, B.dim() - 2), LU.sizes().slice(0, LU.dim() - 2));
+  const at::Tensor perm = permutation(pivots, /*inverse=*/left == adjoint).expand(with_tail(batch, {k}));
+  const at::Tensor Bx = B.expand(with_tail(batch, {rows, cols}));
   if (left && !adjoint) {
     const at::Tensor G = at::gather(Bx, -2, perm.unsqueeze(-1).expand(Bx.sizes()));
     const at::Tensor Y = call_trsm(LU, G, true, false, "N", true, 1);
@@ -99,12 +104,12 @@ at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Te
   if (left) {
     const at::Tensor Z = call_trsm(LU, B, true, true, "C", false, 1);
     const at::Tensor Y = call_trsm(LU, Z, true, false, "C", true, 1);
-    return at::gather(Y.mT(), -1, perm.unsqueeze(-2).expand(batched(B, LU, {cols, k}))).mT();
+    return at::gather(Y.mT(), -1, perm.unsqueeze(-2).expand(with_tail(batch, {cols, k}))).mT();
   }
   if (!adjoint) {
     const at::Tensor Z = call_trsm(LU, B, false, true, "N", false, 1);
     const at::Tensor W = call_trsm(LU, Z, false, false, "N", true, 1);
-    return at::gather(W, -1, perm.unsqueeze(-2).expand(batched(B, LU, {rows, k})));
+    return at::gather(W, -1, perm.unsqueeze(-2).expand(with_tail(batch, {rows, k})));
   }
   const at::Tensor G = at::gather(Bx, -1, perm.unsqueeze(-2).expand(Bx.sizes()));
   const at::Tensor W = call_trsm(LU, G, false, false, "C", true, 1);
@@ -123,6 +128,14 @@ TORCH_LIBRARY_FRAGMENT(hsma, m) {
 TORCH_LIBRARY_IMPL(hsma, CPU, m) { m.impl("_lu_permutation", &hsma::lu_permutation_by_unpack); }
 
 TORCH_LIBRARY_IMPL(hsma, CompositeImplicitAutograd, m) {
+  m.impl("cholesky_solve", &hsma::cholesky_solve);
+  m.impl("cholesky_inverse", &hsma::cholesky_inverse);
+  m.impl("lu_solve", &hsma::lu_solve);
+}
+
+// Under vmap the compositions decompose too (as ATen's composite ops do), into ops with batch rules: trsm's and
+// _lu_permutation's (hsma_trsm/_ops.py) and ATen's.
+TORCH_LIBRARY_IMPL(hsma, FuncTorchBatchedDecomposition, m) {
   m.impl("cholesky_solve", &hsma::cholesky_solve);
   m.impl("cholesky_inverse", &hsma::cholesky_inverse);
   m.impl("lu_solve", &hsma::lu_solve);

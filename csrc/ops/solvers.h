@@ -25,5 +25,7 @@ at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Te
 // CUDA kernel's for orders above its own: at::lu_unpack applies the interchanges in order, as LAPACK does,
 // into a k x k uint8 P per batch entry, and its argmax is the permutation. No host sync (CUDA graphs).
 at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse);
+// torch.ops.hsma._lu_permutation's argument check (RuntimeError): int32 pivots with at least one dimension.
+void check_pivots(const at::Tensor& pivots);
 
 }  // namespace hsma

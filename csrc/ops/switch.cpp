@@ -3,9 +3,10 @@
 //
 // Each kernel first checks that torch would take the arguments as given and that hsma serves them (strided,
 // one device, one dtype of float32, float64, complex64, complex128, matching shapes, batch dims that
-// broadcast, int32 pivots of LU's batch shape). Anything else, and any call made while one of these kernels
-// runs on the same thread (hsma's CPU trsm is ATen's linalg_solve_triangular), goes to torch's own
-// implementation, which returns torch's result or raises torch's error: no message is replicated here.
+// broadcast, int32 pivots of LU's batch shape, no empty operand). Anything else goes to torch's own
+// implementation, which returns torch's result or raises torch's error: no message is replicated here. hsma
+// calls no routed operator (its ATen solves use the out= overload), and should a call reach one of these kernels
+// while another runs on the same thread, it goes to torch too.
 //
 // torch.ops.hsma._route(ops, keys) replaces the registrations (an empty list removes them: the dispatcher
 // serves torch's kernels again); torch.ops.hsma._routed_calls() counts the calls hsma served, per operator.
@@ -17,8 +18,10 @@
 
 #include <array>
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "solvers.h"
 #include "trsm.h"
@@ -34,25 +37,38 @@ std::array<std::atomic<int64_t>, kOps> served{};
 
 thread_local bool inside = false;  // a switch kernel runs on this thread
 
-// While alive: inside, and the call is counted for `op`.
+// While alive: inside; on a return (not an exception), the call is counted for `op`.
 class Serving {
  public:
-  explicit Serving(Op op) {
-    inside = true;
-    served[op].fetch_add(1, std::memory_order_relaxed);
+  explicit Serving(Op op) : op_(op), exceptions_(std::uncaught_exceptions()) { inside = true; }
+  ~Serving() {
+    inside = false;
+    if (std::uncaught_exceptions() == exceptions_) served[op_].fetch_add(1, std::memory_order_relaxed);
   }
-  ~Serving() { inside = false; }
   Serving(const Serving&) = delete;
   Serving& operator=(const Serving&) = delete;
+
+ private:
+  Op op_;
+  int exceptions_;
 };
 
-// Arguments torch takes and hsma serves, in a call that is not nested in another of these kernels.
-bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) { return !inside && operands_fit(A, B, b_dim); }
+// Arguments torch takes and hsma serves, none empty (torch's empty results have strides of their own), in a
+// call that is not nested in another of these kernels.
+bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) {
+  return !inside && operands_fit(A, B, b_dim) && A.numel() > 0 && B.numel() > 0;
+}
 
 at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unit) {
   if (!takes(A, B, left ? -2 : -1)) return at::native::linalg_solve_triangular(A, B, upper, left, unit);
   const Serving s(kSolveTriangular);
-  // left: X^T A^T = B^T; right: A^T X^T = B^T (X column-major, as torch's)
+  // torch's layout (its meta function): row-major X where A, broadcast, is a conjugate view whose transpose is
+  // contiguous (torch then solves without copying A); column-major otherwise.
+  std::vector<int64_t> a_sizes = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+  a_sizes.push_back(A.size(-2));
+  a_sizes.push_back(A.size(-1));
+  if (A.is_conj() && A.expand(a_sizes).mT().is_contiguous()) return call_trsm(A, B, left, upper, "N", unit, 1);
+  // left: X^T A^T = B^T; right: A^T X^T = B^T
   return call_trsm(A, B.mT(), !left, upper, "T", unit, 1).mT();
 }
 
@@ -114,10 +130,17 @@ void register_op(torch::Library& lib, const std::string& op, c10::DispatchKey ke
   }
 }
 
-// Dispatch keys' overriding warnings are intended here (torch has a kernel for the key): dropped.
+// Passes warnings on to `next`, except the dispatcher's about overriding a kernel: intended here (torch has one
+// for the key).
 class Quiet : public c10::WarningHandler {
  public:
-  void process(const c10::Warning& /*warning*/) override {}
+  explicit Quiet(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("Overriding a previously registered kernel") == std::string::npos) next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* next_;
 };
 
 void route(std::vector<std::string> ops, std::vector<std::string> keys) {
@@ -128,14 +151,17 @@ void route(std::vector<std::string> ops, std::vector<std::string> keys) {
                       "hsma::_route: keys must be CUDA or CPU, got '", key, "'");
     parsed.push_back(k);
   }
+  // The new registrations are made in full before the old ones go (the dispatcher serves the newest of a key's
+  // kernels, and the one before it again when that is removed): a failure leaves the old ones in place.
+  std::unique_ptr<torch::Library> lib;
   const std::lock_guard<std::mutex> lock(routing_mutex);
-  routing.reset();
-  if (ops.empty() || parsed.empty()) return;
-  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", std::nullopt, __FILE__, __LINE__);
-  Quiet quiet;
-  const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-  for (const auto& op : ops)
-    for (const auto key : parsed) register_op(*lib, op, key);
+  if (!ops.empty() && !parsed.empty()) {
+    lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", std::nullopt, __FILE__, __LINE__);
+    Quiet quiet(c10::WarningUtils::get_warning_handler());
+    const c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+    for (const auto& op : ops)
+      for (const auto key : parsed) register_op(*lib, op, key);
+  }
   routing = std::move(lib);
 }
 
