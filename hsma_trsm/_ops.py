@@ -1,5 +1,6 @@
-"""Loads the compiled library and registers the Python-side part of torch.ops.hsma.trsm and
-torch.ops.hsma.trsm_: their fake kernels (shape inference for torch.compile / FakeTensor).
+"""Loads the compiled library and registers the Python-side part of torch.ops.hsma: the fake kernels of trsm,
+trsm_, trtri and _lu_permutation (shape inference for torch.compile / FakeTensor) and the vmap rules of trsm and
+_lu_permutation.
 
 Private, for tests, benchmarks, the tuner and probes: the development overrides (overrides,
 set_overrides, get_overrides) and the blocked path's plan (block_plan)."""
