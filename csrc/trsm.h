@@ -2,6 +2,7 @@
 // every backend, and the broadcast result shape.
 #pragma once
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <optional>
 #include <string>
@@ -79,6 +80,12 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // switch never routes; bfloat16 and float16 solved in float32 and rounded to their dtype. The CPU kernel, and
 // the CUDA plan's path kAten (csrc/blocking.h).
 void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X);
+
+// The typed handle of a torch.ops.hsma operator, e.g. hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::x");
+// callers keep it in a function-local static.
+template <typename Signature> c10::TypedOperatorHandle<Signature> hsma_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
 
 // torch.ops.hsma.trsm by a typed (unboxed) dispatcher call: every dispatch key (autograd,
 // functorch, Python modes, profiler) is honoured, with no Python argument parsing.

@@ -98,10 +98,9 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // solves and the Python entry (csrc/ops/python_entry.cpp) call it.
 at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                      bool unit, const c10::Scalar& alpha) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("hsma::trsm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool,
-                                         const c10::Scalar&)>();
+  static const auto op =
+      hsma_op<at::Tensor(const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool, const c10::Scalar&)>(
+          "hsma::trsm");
   return op.call(A, B, left, upper, trans, unit, alpha);
 }
 

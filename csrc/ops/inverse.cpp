@@ -52,9 +52,8 @@ static at::Tensor trtri_autograd(const at::Tensor& A, bool upper, bool unitriang
                                  std::optional<at::ScalarType> out_dtype) {
   const bool tangent = A.defined() && A._fw_grad(/*level=*/0).defined();
   if (!torch::autograd::compute_requires_grad(A) && !tangent) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("hsma::trtri", "")
-                         .typed<at::Tensor(const at::Tensor&, bool, bool, std::optional<at::ScalarType>)>();
+    static const auto op =
+        hsma_op<at::Tensor(const at::Tensor&, bool, bool, std::optional<at::ScalarType>)>("hsma::trtri");
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.call(A, upper, unitriangular, out_dtype);
   }

@@ -23,7 +23,6 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <ATen/PythonTorchFunctionTLS.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 
 #include "ops/solvers.h"
@@ -143,11 +142,6 @@ bool arity(Py_ssize_t nargs, Py_ssize_t n, const char* usage) {
   if (nargs == n) return true;
   PyErr_SetString(PyExc_TypeError, usage);
   return false;
-}
-
-// The typed handle of torch.ops.hsma.<name> (callers keep it in a static).
-template <typename Signature> c10::TypedOperatorHandle<Signature> hsma_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 // _C.cholesky_solve(B, L, upper) -> Tensor, or None.

@@ -39,10 +39,9 @@ static void trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool u
   HSMA_CHECK(!(A._fw_grad(/*level=*/0).defined() || B._fw_grad(/*level=*/0).defined()),
               "hsma::trsm_: the in-place solve does not support forward-mode AD (A or B has a tangent); "
               "use the functional torch.ops.hsma.trsm / hsma_trsm.trsm instead");
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("hsma::trsm_", "")
-                       .typed<void(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool,
-                                    const c10::Scalar&)>();
+  static const auto op =
+      hsma_op<void(const at::Tensor&, at::Tensor&, bool, bool, c10::string_view, bool, const c10::Scalar&)>(
+          "hsma::trsm_");
   {
     c10::impl::ExcludeDispatchKeyGuard guard(c10::autograd_dispatch_keyset_with_ADInplaceOrView);
     op.call(A, B, left, upper, trans, unitriangular, alpha);

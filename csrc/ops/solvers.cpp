@@ -75,9 +75,7 @@ at::Tensor lu_permutation_by_unpack(const at::Tensor& pivots, bool inverse) {
 
 // torch.ops.hsma._lu_permutation by a typed dispatcher call (CPU: the function above; CUDA: a kernel).
 static at::Tensor permutation(const at::Tensor& pivots, bool inverse) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("hsma::_lu_permutation", "")
-                       .typed<at::Tensor(const at::Tensor&, bool)>();
+  static const auto op = hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::_lu_permutation");
   return op.call(pivots, inverse);
 }
 
