@@ -139,15 +139,18 @@ std::string gpu_slug(const std::string& name) {
 
 }  // namespace
 
-std::string table_path_for(const GpuIdentity& gpu) {
-  const std::string env = table_path_from_env();
-  if (!env.empty()) return env;
+std::string tuning_file_for(const GpuIdentity& gpu, const std::string& suffix) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_table_dir.empty()) return "";
   std::string cc;
   for (char c : gpu.capability)
     if (c != '.') cc += c;
-  return g_table_dir + "/" + gpu_slug(gpu.name) + "-sm" + cc + ".csv";
+  return g_table_dir + "/" + gpu_slug(gpu.name) + "-sm" + cc + suffix;
+}
+
+std::string table_path_for(const GpuIdentity& gpu) {
+  const std::string env = table_path_from_env();
+  return env.empty() ? tuning_file_for(gpu, ".csv") : env;
 }
 
 const char* variant_name(BlockedVariant v) { return v == BlockedVariant::kRecursive ? "recursive" : "blocked"; }
@@ -231,29 +234,51 @@ SweepPlan plan_sweep(const BlockedShape& shape, int64_t cols, const Overrides& o
   return s;
 }
 
+// The path where no path table is usable: the sweep for a few columns per matrix from a medium order, ATen's
+// solve for the single columns above, the blocked path otherwise.
+LargePath rule_path(const BlockedShape& shape, int64_t cols) {
+  if (shape.k < kSweepMinK || cols > sweep_max_cols(shape.dtype)) return LargePath::kBlocked;
+  return aten_takes(shape) ? LargePath::kAten : LargePath::kSweep;
+}
+
 }  // namespace
 
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
-                        const std::string& table) {
+                        const std::string& table, const std::string& paths, bool explain) {
   const int64_t k = shape.k;
-  // The sweep for a few columns per matrix (one launch, the triangle read once per panel); the
-  // blocked path's GEMMs otherwise. An explicit NB (nb, table_nb) asks for the blocked path.
-  const int64_t cols = shape.rhs_cols / (shape.batch > 0 ? shape.batch : 1);
-  const bool sweep_auto = o.nb == 0 && o.table_nb == 0 && k >= kSweepMinK && cols <= sweep_max_cols(shape.dtype);
-  if (o.sweep == -1 && sweep_auto && aten_takes(shape)) {
+  const int64_t batch = shape.batch > 0 ? shape.batch : 1, cols = shape.rhs_cols / batch;
+  // The path: forced by the overrides (an explicit NB asks for the blocked path), else the GPU's path table, else
+  // the rules.
+  LargePath path = LargePath::kBlocked;
+  std::string why;
+  if (o.path >= 0) {
+    path = static_cast<LargePath>(o.path);
+    why = "override path";
+  } else if (o.sweep == 1) {
+    path = LargePath::kSweep;
+    why = "override sweep";
+  } else if (o.sweep == 0 || o.nb > 0 || o.table_nb > 0) {
+    // the blocked path, its NB's source says why
+  } else {
+    const PathChoice c = lookup_path(gpu, PathCell{shape.dtype, k, cols, batch}, explain, paths);
+    path = c.found ? c.path : rule_path(shape, cols);
+    why = c.found ? (explain ? c.reason : "path table") : "rules (" + c.reason + ")";
+  }
+  if (path == LargePath::kAten) {
     BlockPlan aten;
     aten.path = LargePath::kAten;
-    aten.source = "aten (cuBLAS trsm)";
+    aten.source = "aten (torch's cuBLAS trsm): " + why;
     return aten;
   }
-  if (o.sweep == 1 || (o.sweep == -1 && sweep_auto)) {
+  if (path == LargePath::kSweep) {
     BlockPlan sweep;
     sweep.path = LargePath::kSweep;
     sweep.sweep = plan_sweep(shape, cols, o);
-    sweep.source = o.sweep == 1 ? "override sweep" : "sweep";
+    sweep.source = why == "override sweep" ? why : "sweep: " + why;
     return sweep;
   }
   BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
+  if (!why.empty()) plan.source = "blocked: " + why + "; NB from " + plan.source;
   if (o.nb > 0) {  // forced as it is: none of the rules below
     plan.nb = o.nb;
     plan.source = "override nb";
@@ -308,11 +333,13 @@ void set_tuning_dir(c10::string_view dir) {
 using PlanTuple = std::tuple<int64_t, std::string, int64_t, std::string, std::string, int64_t, int64_t, int64_t>;
 
 PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool a_shared, c10::string_view gpu,
-                        c10::string_view capability, c10::string_view table, int64_t batch) {
-  const BlockPlan p = plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
-                                    BlockedShape{dtype, k, rhs_cols, a_shared, batch}, overrides(), std::string(table));
-  const char* path = p.path == LargePath::kSweep ? "sweep" : (p.path == LargePath::kAten ? "aten" : "blocked");
-  return {p.nb, variant_name(p.variant), p.ib, p.source, path, p.sweep.rows, p.sweep.cols, p.sweep.segment};
+                        c10::string_view capability, c10::string_view table, int64_t batch, c10::string_view paths) {
+  const BlockPlan p =
+      plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
+                    BlockedShape{dtype, k, rhs_cols, a_shared, batch}, overrides(), std::string(table),
+                    std::string(paths), /*explain=*/true);
+  return {p.nb, variant_name(p.variant), p.ib, p.source, path_name(p.path), p.sweep.rows, p.sweep.cols,
+          p.sweep.segment};
 }
 
 }  // namespace
@@ -321,6 +348,6 @@ PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool
 TORCH_LIBRARY_FRAGMENT(hsma, m) {
   m.def("_set_tuning_dir(str dir) -> ()", &hsma::set_tuning_dir);
   m.def("_block_plan(ScalarType dtype, int k, int rhs_cols, bool a_shared, str gpu, str capability, "
-        "str table=\"\", int batch=1) -> (int, str, int, str, str, int, int, int)",
+        "str table=\"\", int batch=1, str paths=\"\") -> (int, str, int, str, str, int, int, int)",
         &hsma::block_plan_op);
 }

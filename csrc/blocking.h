@@ -1,10 +1,9 @@
-// The plan of a CUDA solve of order above 64, decided in one function, plan_blocking: the sweep
-// (kernels/sweep.cu: a few right-hand-side columns, from a medium order on) with its row block,
-// panel width and task length; ATen's solve (cuBLAS trsm) for the shapes where it is faster than both
-// (one matrix, one column: complex, or float64 below order 2048); or the blocked path with its outer block NB, driver variant
-// and the inner block IB of the diagonal-block inversion: the GPU's block-size table, then every rule
-// after it. Host logic only, built on CPU too, so that the tuner, the benchmark and the tests can ask for
-// any GPU's plan (torch.ops.hsma._block_plan).
+// The plan of a CUDA solve of order above 64, decided in one function, plan_blocking: the path (the GPU's path
+// table, csrc/paths.h: the sweep, the blocked path, or ATen's solve, i.e. torch's cuBLAS kernel; rules where no
+// table is usable), then the sweep's parameters (row block, panel width, task length), or the blocked path's outer
+// block NB, driver variant and the inner block IB of the diagonal-block inversion (the GPU's block-size table,
+// then every rule after it). Host logic only, built on CPU too, so that the tuners, the benchmark and the tests can
+// ask for any GPU's plan (torch.ops.hsma._block_plan).
 #pragma once
 #include <c10/core/ScalarType.h>
 
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "overrides.h"
+#include "paths.h"
 
 namespace hsma {
 
@@ -20,15 +20,8 @@ namespace hsma {
 enum class BlockedVariant { kRecursive, kBlocked };
 const char* variant_name(BlockedVariant v);
 
-enum class LargePath { kBlocked, kSweep, kAten };
-
 constexpr int64_t kDiagInverseMaxNBHost = 1024;  // = kDiagInverseMaxNB (kernels/trsm_problem.h)
 constexpr int64_t kDirectLeafMaxNB = 64;         // = kSmallMaxM: leaves the small kernels solve
-
-struct GpuIdentity {
-  std::string name;        // as the driver reports it: "NVIDIA H200"
-  std::string capability;  // "9.0"
-};
 
 // What the plan depends on besides the GPU.
 struct BlockedShape {
@@ -57,9 +50,10 @@ struct BlockPlan {
   bool direct_leaves() const { return nb <= kDirectLeafMaxNB; }
 };
 
-// The plan under the overrides o; `table` "" is the GPU's table (table_path_for).
+// The plan under the overrides o; `table` / `paths` "" are the GPU's block-size and path tables (table_path_for,
+// paths_table_for); `explain`: the source names the path table's cell and times.
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
-                        const std::string& table = "");
+                        const std::string& table = "", const std::string& paths = "", bool explain = false);
 
 // HSMA_TRSM_TABLE if set, else <package>/tuning/<gpu-slug>-sm<cc>.csv; "" when no directory is known.
 std::string table_path_for(const GpuIdentity& gpu);

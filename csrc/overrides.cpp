@@ -95,6 +95,8 @@ const Key kKeys[] = {
        return parse_int(v, 1, kDiagInverseMaxNBHost, &o.ib) && (o.ib & (o.ib - 1)) == 0;
      }},
     {"aten_gemm", "0 or 1", "0", [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.aten_gemm); }},
+    {"path", "blocked, sweep or aten", nullptr,
+     [](Overrides& o, const std::string& v) { return one_of_names(v, {"blocked", "sweep", "aten"}, &o.path); }},
     {"sweep", "0 or 1", nullptr, [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.sweep); }},
     {"sweep_rows", "64 or 128", nullptr,
      [](Overrides& o, const std::string& v) { return one_of(v, {64, 128}, &o.sweep_rows); }},
@@ -219,6 +221,11 @@ void set_overrides(const std::string& spec) {
 
 std::string table_path_from_env() {
   const char* env = std::getenv("HSMA_TRSM_TABLE");
+  return env != nullptr ? env : "";
+}
+
+std::string paths_path_from_env() {
+  const char* env = std::getenv("HSMA_TRSM_PATHS");
   return env != nullptr ? env : "";
 }
 

@@ -10,7 +10,8 @@
 // An unknown key or a value out of its set raises ValueError naming the key.
 //
 // overrides.cpp is the only file that reads the environment: HSMA_TRSM_OVERRIDES, and
-// HSMA_TRSM_TABLE (the users' block-size table, table_path_from_env).
+// HSMA_TRSM_TABLE (the users' block-size table, table_path_from_env) and HSMA_TRSM_PATHS (their path table,
+// paths_path_from_env).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -40,6 +41,8 @@ struct Overrides {
   int variant = -1;        // BlockedVariant: 0 recursive, 1 blocked
   int64_t ib = 0;          // inner block of the diagonal inversion (a power of two)
   bool aten_gemm = false;  // ATen's GEMMs instead of cuBLAS directly
+  // The path of orders above 64 (csrc/paths.h): -1 the plan's choice; 0 blocked, 1 sweep, 2 ATen (LargePath's order).
+  int path = -1;
   // The sweep (csrc/kernels/sweep.cu). -1 / 0: the plan's choice.
   int sweep = -1;          // 1: the sweep for every order above 64; 0: never
   int sweep_rows = 0;      // its row block R (64; 128 for float32)
@@ -64,5 +67,7 @@ void set_overrides(const std::string& spec);
 
 // HSMA_TRSM_TABLE, the users' block-size table path; "" when unset.
 std::string table_path_from_env();
+// HSMA_TRSM_PATHS, the users' path table (csrc/paths.h); "" when unset.
+std::string paths_path_from_env();
 
 }  // namespace hsma

@@ -15,6 +15,8 @@ Public API:
     cholesky_solve(B, L, upper=False), cholesky_inverse(L, upper=False),
     lu_solve(LU, pivots, B, *, left=True, adjoint=False)
         drop-ins for torch's functions of the same names, built on trsm (hsma_trsm/solvers.py);
+    plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False)
+        which path a solve takes (hsma's kernels or torch's own) and why;
     enable(), disable(), enabled(), is_enabled()
         the opt-in switch that runs torch's own solves on hsma for CUDA tensors (hsma_trsm/switch.py).
 
@@ -25,9 +27,9 @@ and B tensors); A and B of different dtypes are promoted (trsm_: A converted to 
 """
 from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
-from .api import UnsupportedDtypeError, inverse_triangular, solve_triangular, trsm, trsm_
+from .api import Plan, UnsupportedDtypeError, inverse_triangular, plan, solve_triangular, trsm, trsm_
 from .solvers import cholesky_inverse, cholesky_solve, lu_solve
 from .switch import disable, enable, enabled, is_enabled
 
-__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError",
+__all__ = ["inverse_triangular", "plan", "Plan", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError",
            "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]

@@ -1,4 +1,5 @@
 """Public Python API of hsma_trsm."""
+import collections
 import numbers
 import warnings
 
@@ -6,7 +7,10 @@ import torch
 
 from ._ops import _C, _is_compiling
 
-__all__ = ["inverse_triangular", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError"]
+__all__ = ["inverse_triangular", "plan", "solve_triangular", "trsm", "trsm_", "Plan", "UnsupportedDtypeError"]
+
+Plan = collections.namedtuple("Plan", "path why")
+Plan.__doc__ = """The path a solve takes (:func:`plan`): ``path`` and the reason ``why``."""
 
 
 def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1, out_dtype=None):
@@ -236,6 +240,38 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
         out.resize_(X.shape)
     out.copy_(X)
     return out
+
+
+def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
+    r"""Which path :func:`trsm` (and so :func:`solve_triangular`, the solvers and the switch) takes for these
+    operands, and why. Nothing is solved; only shapes, dtypes, strides and the device are read.
+
+    Args:
+        A (Tensor): ``(*, k, k)``; B (Tensor): ``(*, m, n)``; ``left``, ``upper``, ``trans``, ``unitriangular``
+            as in :func:`trsm`. A and B of different dtypes are promoted as :func:`trsm` does.
+
+    Returns:
+        Plan: ``(path, why)``. ``path`` is ``"small"`` (CUDA, k <= 64: the shared-memory kernels, one launch),
+        ``"sweep"`` (CUDA: one launch for a few right-hand-side columns), ``"blocked"`` (CUDA: inverted diagonal
+        blocks and GEMMs), ``"aten"`` (CUDA: handed to torch's own kernel, cuBLAS trsm, where the GPU's measured
+        path table says hsma's paths are not faster), ``"lapack"`` (CPU: LAPACK through ATen) or ``"empty"``.
+        ``why`` names the rule or the path table's cell with its measured times, and the block sizes.
+
+    Raises:
+        RuntimeError, TypeError: as :func:`trsm` for operands it refuses.
+
+    Example::
+
+        >>> L = torch.linalg.cholesky(K)            # (1000, 1000) on CUDA
+        >>> hsma_trsm.plan(L, y, upper=False).path  # y: (1000, 1)
+        'sweep'
+
+    Method: csrc/blocking.cpp (plan_blocking) from the GPU's path table (``hsma_trsm/tuning/<gpu>-paths.csv``,
+    measured by ``python -m benchmarks.tune_paths``; ``HSMA_TRSM_PATHS`` names another) and block-size table.
+    """
+    _check_args("hsma_trsm.plan", A, B, left, upper, unitriangular, trans, 1)
+    A, B = _promote("hsma_trsm.plan", A, B)
+    return Plan(*torch.ops.hsma._plan(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular))
 
 
 def _typename(obj):

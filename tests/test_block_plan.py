@@ -15,6 +15,7 @@ H200 = dict(gpu="NVIDIA H200", capability="9.0",
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "complex64": torch.complex64,
           "complex128": torch.complex128}
 RHS = (1, 8, 64, "k")
+NO_PATHS = "/nonexistent-paths.csv"  # no path table: the rules choose the path
 
 # The blocked path's plan for each (dtype, order k) with the shipped H200 table (measured by the tuner on the
 # plans the runtime runs), for 1, 8, 64 and k right-hand-side columns, one triangle for the batch:
@@ -129,7 +130,8 @@ def test_shipped_h200_plans_are_pinned(dtype, k, hsma_overrides):
         assert (batched.nb, batched.variant, batched.ib) == (plan.nb, plan.variant, plan.nb)
 
 
-# Which path each (order k, right-hand-side columns per matrix) takes, by dtype: "s<R>x<NC>" the sweep
+# Which path each (order k, right-hand-side columns per matrix) takes by the rules, where no path table is usable
+# (the GPU's table decides otherwise: tests/test_plan.py), by dtype: "s<R>x<NC>" the sweep
 # with row blocks of R and panels of NC columns (tasks of 8 row blocks), "b" the blocked path, "a/s<R>x<NC>"
 # ATen's solve for one matrix and the sweep for a batch (complex, and float64 below order 2048; one column).
 # The sweep takes up to 8 float32 columns (2 float64 or complex64, 1 complex128) from order 384; row
@@ -156,7 +158,8 @@ def test_paths_are_pinned(dtype, k, hsma_overrides):
     torch.ops.hsma._set_overrides("")
     for cols, want in zip(PATH_COLS, PATHS[dtype, k].split()):
         for batch in (1, 3):  # the choice is per matrix
-            plan = _plan(dtype, k, cols * batch, batch=batch)
+            plan = _plan(dtype, k, cols * batch, batch=batch, paths=NO_PATHS)
+            assert "rules (no usable path table" in plan.source
             got = {"sweep": f"s{plan.rows}x{plan.cols}", "aten": "a"}.get(plan.path, "b")
             assert got == want.split("/")[batch > 1 and "/" in want], f"{cols} columns, batch {batch}: {plan}"
             assert plan.path != "sweep" or plan.segment == 8

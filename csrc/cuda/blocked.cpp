@@ -86,13 +86,32 @@ void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonica
   }
 }
 
+// The plan's view of a solve: right-hand-side columns of all batch entries, and whether one triangle serves them.
+BlockedShape blocked_shape(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s) {
+  int64_t a_numel = 1;
+  for (auto v : A.sizes().slice(0, A.dim() - 2)) a_numel *= v;
+  const int64_t bt = s.batch_numel();
+  const at::ScalarType dtype = half_dtype(A.scalar_type()) ? at::kFloat : A.scalar_type();  // solved in float32
+  return BlockedShape{dtype, s.k, (args.left ? s.n : s.m) * bt, a_numel == 1, bt};
+}
+
 }  // namespace
+
+BlockPlan plan_large(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, bool explain) {
+  return plan_blocking(device_identity(), blocked_shape(A, args, s), overrides(), "", "", explain);
+}
 
 template <typename S>
 void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
                    const TrsmShape& s) {
   using K = typename kernel_type<S>::type;
   const int64_t k = s.k, bt = s.batch_numel();
+  // The path (the sweep, ATen's solve, or the blocked path with NB, variant and IB): the plan (csrc/blocking.h).
+  BlockPlan plan = plan_large(A, args, s);
+  if (plan.path == LargePath::kAten) {  // torch's own kernel, on the operands as they are
+    aten_solve_into(A, B, args, X);
+    return;
+  }
   // 3-D views: A (btA, k, k) with btA = 1 when A is shared by the whole batch.
   const auto a_batch = A.sizes().slice(0, A.dim() - 2);
   int64_t a_numel = 1;
@@ -105,18 +124,12 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   at::Tensor X3 = X.view({bt, s.m, s.n});
   const Canonical c = canonicalise(args, A3.is_conj());
 
-  // The sweep, or NB, variant and IB: the plan (csrc/blocking.h).
-  const BlockedShape shape{A.scalar_type(), k, (args.left ? s.n : s.m) * bt, A3.size(0) == 1, bt};
-  BlockPlan plan = plan_blocking(device_identity(), shape, overrides());
-  if (plan.path == LargePath::kAten) {
-    aten_solve_into(A, B, args, X);
-    return;
-  }
   if (plan.path == LargePath::kSweep) {
     if (sweep_solve<S>(A3, B3, X3, args, plan.sweep)) return;
     Overrides blocked = overrides();  // (the sweep did not fit: the blocked path's plan)
-    blocked.sweep = 0;
-    plan = plan_blocking(device_identity(), shape, blocked);
+    blocked.path = static_cast<int>(LargePath::kBlocked);
+    blocked.sweep = -1;
+    plan = plan_blocking(device_identity(), blocked_shape(A, args, s), blocked);
   }
   const int64_t nb = plan.nb, ib = plan.ib;
   const int64_t nblk = (k + nb - 1) / nb;

@@ -4,9 +4,14 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "blocking.h"
 #include "trsm.h"
 
 namespace hsma {
+
+// The plan (csrc/blocking.h) of the solve of (A, B), k > 64, on the current CUDA device; `explain`: its source
+// names the path table's cell and its measured times.
+BlockPlan plan_large(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, bool explain = false);
 
 // The solve of (A, B) into X (fresh and contiguous; S: ATen's scalar type).
 template <typename S>

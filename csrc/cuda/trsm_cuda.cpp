@@ -64,10 +64,34 @@ void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::
   }
 }
 
+// The path of a trsm call (torch.ops.hsma._plan): small, empty, or the large-order plan with its parameters.
+std::tuple<std::string, std::string> plan_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
+                                               c10::string_view trans, bool unitriangular, bool explain) {
+  const TrsmArgs args = make_args(left, upper, trans, unitriangular, 1);
+  const TrsmShape s = check_trsm(A, B, args, "hsma_trsm.plan");
+  int64_t numel = 1;
+  for (auto v : s.result) numel *= v;
+  if (numel == 0) return {"empty", explain ? "an empty result: nothing to solve" : ""};
+  if (s.k <= kSmallMaxM)
+    return {"small", explain ? "order k <= 64: one launch of the shared-memory kernels for the whole batch" : ""};
+  const c10::cuda::CUDAGuard guard(A.device());
+  const BlockPlan p = plan_large(A, args, s, explain);
+  if (!explain) return {path_name(p.path), ""};
+  std::string what;
+  if (p.path == LargePath::kSweep)
+    what = "sweep (row block " + std::to_string(p.sweep.rows) + ", panel " + std::to_string(p.sweep.cols) +
+           " columns, tasks of " + std::to_string(p.sweep.segment) + " row blocks); ";
+  else if (p.path == LargePath::kBlocked)
+    what = std::string("blocked (NB ") + std::to_string(p.nb) + ", " + variant_name(p.variant) + ", IB " +
+           std::to_string(p.ib) + "); ";
+  return {path_name(p.path), what + p.source};
+}
+
 }  // namespace
 }  // namespace hsma
 
 TORCH_LIBRARY_IMPL(hsma, CUDA, m) {
   m.impl("trsm", &hsma::trsm_cuda);
   m.impl("trsm_", &hsma::trsm_cuda_);
+  m.impl("_plan", &hsma::plan_cuda);
 }

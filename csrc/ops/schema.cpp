@@ -28,6 +28,14 @@ static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
   B.copy_(X);
 }
 
+// The plan of a CPU solve: LAPACK through ATen, whatever the shape (torch.ops.hsma._plan; the CUDA plan is in
+// csrc/cuda/trsm_cuda.cpp).
+static std::tuple<std::string, std::string> plan_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
+                                                     c10::string_view trans, bool unitriangular, bool explain) {
+  check_trsm(A, B, make_args(left, upper, trans, unitriangular, 1), "hsma_trsm.plan");
+  return {"lapack", explain ? "CPU: LAPACK ?trsm through ATen, torch's own CPU kernel" : ""};
+}
+
 // Autograd key of the in-place form: it has no derivative formula; refuse clearly when a
 // gradient is wanted, otherwise pass through to the backend and bump B's version counter.
 static void trsm_autograd_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
@@ -59,11 +67,15 @@ TORCH_LIBRARY(hsma, m) {
       "trsm_(Tensor A, Tensor(a!) B, *, bool left=True, bool upper=False, str trans=\"N\", "
       "bool unitriangular=False, Scalar alpha=1) -> ()");
   m.def("trtri(Tensor A, *, bool upper, bool unitriangular=False, ScalarType? out_dtype=None) -> Tensor");
+  // Which path a trsm call with these operands takes, and why: (path, reason); the reason only with explain.
+  m.def("_plan(Tensor A, Tensor B, *, bool left=True, bool upper=False, str trans=\"N\", bool unitriangular=False, "
+        "bool explain=True) -> (str, str)");
 }
 
 TORCH_LIBRARY_IMPL(hsma, CPU, m) {
   m.impl("trsm", &hsma::trsm_cpu);
   m.impl("trsm_", &hsma::trsm_cpu_);
+  m.impl("_plan", &hsma::plan_cpu);
 }
 
 TORCH_LIBRARY_IMPL(hsma, Autograd, m) { m.impl("trsm_", &hsma::trsm_autograd_); }

@@ -1,0 +1,190 @@
+// The per-GPU path table (paths.h): parsed once per file, looked up at the nearest grid cell.
+#include "paths.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "overrides.h"
+
+namespace hsma {
+
+const char* path_name(LargePath p) {
+  return p == LargePath::kSweep ? "sweep" : (p == LargePath::kAten ? "aten" : "blocked");
+}
+
+namespace {
+
+struct Cell {
+  int64_t k, cols, batch;
+  double lk, lc, lb;  // their logs
+  LargePath path;
+  std::string times;  // "name value, ..." of the measured columns
+};
+
+struct PathTable {
+  std::string error;  // empty when loaded
+  std::string gpu, capability;
+  std::map<std::string, std::vector<Cell>> by_dtype;
+};
+
+std::mutex g_mutex;
+std::map<std::string, PathTable> g_tables;
+std::set<std::string> g_warned;
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(trim(item));
+  return out;
+}
+
+bool parse_positive(const std::string& s, int64_t* out) {
+  char* end = nullptr;
+  *out = std::strtoll(s.c_str(), &end, 10);
+  return !s.empty() && end && *end == '\0' && *out > 0;
+}
+
+bool parse_path(const std::string& s, LargePath* out) {
+  for (LargePath p : {LargePath::kBlocked, LargePath::kSweep, LargePath::kAten})
+    if (s == path_name(p)) {
+      *out = p;
+      return true;
+    }
+  return false;
+}
+
+const char* kHeader = "dtype,k,cols,batch,path";
+
+PathTable parse(const std::string& path) {
+  PathTable t;
+  std::ifstream in(path);
+  if (!in) {
+    t.error = "cannot open " + path;
+    return t;
+  }
+  std::vector<std::string> columns;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
+        if (key == "gpu") t.gpu = value;
+        if (key == "capability") t.capability = value;
+      }
+      continue;
+    }
+    const std::vector<std::string> f = split(line);
+    if (columns.empty()) {
+      if (line.rfind(kHeader, 0) != 0) {
+        t.error = path + ":" + std::to_string(lineno) + ": expected a header starting '" + kHeader + "'";
+        return t;
+      }
+      columns = f;
+      continue;
+    }
+    Cell c{};
+    const bool dtype_ok = f.size() >= 5 && (f[0] == "float32" || f[0] == "float64" || f[0] == "complex64" ||
+                                            f[0] == "complex128");
+    if (!dtype_ok || f.size() > columns.size() || !parse_positive(f[1], &c.k) || !parse_positive(f[2], &c.cols) ||
+        !parse_positive(f[3], &c.batch) || !parse_path(f[4], &c.path)) {
+      t.error = path + ":" + std::to_string(lineno) + ": malformed row '" + line + "'";
+      return t;
+    }
+    c.lk = std::log(double(c.k));
+    c.lc = std::log(double(c.cols));
+    c.lb = std::log(double(c.batch));
+    for (size_t i = 5; i < f.size(); ++i)
+      if (!f[i].empty()) c.times += (c.times.empty() ? "" : ", ") + columns[i] + " " + f[i];
+    t.by_dtype[f[0]].push_back(std::move(c));
+  }
+  if (columns.empty()) t.error = path + ": no '" + std::string(kHeader) + "' header";
+  if (t.error.empty() && t.gpu.empty()) t.error = path + ": no '# gpu:' line";
+  return t;
+}
+
+const char* dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::Double: return "float64";
+    case c10::ScalarType::ComplexFloat: return "complex64";
+    case c10::ScalarType::ComplexDouble: return "complex128";
+    default: return "?";
+  }
+}
+
+double log_of(int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); }
+
+}  // namespace
+
+PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explain, const std::string& table) {
+  PathChoice choice;
+  const std::string path = table.empty() ? paths_table_for(gpu) : table;
+  if (path.empty()) {
+    choice.reason = "no path table (package directory unknown)";
+    return choice;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_tables.find(path);
+  if (it == g_tables.end()) it = g_tables.emplace(path, parse(path)).first;
+  const PathTable& t = it->second;
+  if (!t.error.empty()) {
+    choice.reason = "no usable path table (" + t.error + ")";
+    if (table.empty() && g_warned.insert(path).second)
+      TORCH_WARN("hsma_trsm: ", choice.reason, "; orders above 64 take the path by rule. Run `python -m ",
+                 "benchmarks.tune_paths` to measure one for this GPU.");
+    return choice;
+  }
+  if (t.gpu != gpu.name || (!t.capability.empty() && !gpu.capability.empty() && t.capability != gpu.capability)) {
+    choice.reason = "path table " + path + " was measured on '" + t.gpu + "', not on '" + gpu.name + "'";
+    return choice;
+  }
+  const auto e = t.by_dtype.find(dtype_name(cell.dtype));
+  if (e == t.by_dtype.end() || e->second.empty()) {
+    choice.reason = "path table " + path + " has no " + dtype_name(cell.dtype) + " rows";
+    return choice;
+  }
+  // The nearest cell: the smallest sum of the log gaps in k, cols and batch (ties: the first row).
+  const double lk = log_of(cell.k), lc = log_of(cell.cols), lb = log_of(cell.batch);
+  const Cell* best = nullptr;
+  double best_d = 0;
+  for (const Cell& c : e->second) {
+    const double d = std::fabs(c.lk - lk) + std::fabs(c.lc - lc) + std::fabs(c.lb - lb);
+    if (!best || d < best_d) {
+      best = &c;
+      best_d = d;
+    }
+  }
+  choice.found = true;
+  choice.path = best->path;
+  if (explain)
+    choice.reason = "path table " + path + ", cell (k " + std::to_string(best->k) + ", cols " +
+                    std::to_string(best->cols) + ", batch " + std::to_string(best->batch) + ")" +
+                    (best->times.empty() ? "" : ": " + best->times);
+  return choice;
+}
+
+std::string paths_table_for(const GpuIdentity& gpu) {
+  const std::string env = paths_path_from_env();
+  return env.empty() ? tuning_file_for(gpu, "-paths.csv") : env;
+}
+
+}  // namespace hsma

@@ -1,0 +1,53 @@
+// The per-GPU path table: which path serves a CUDA solve of order above 64 (the sweep, the blocked path, or
+// ATen's solve, i.e. torch's own cuBLAS kernel), measured on a grid of (dtype, k, cols, batch) by
+// `python -m benchmarks.tune_paths` and looked up here at the nearest grid cell (log scale in each coordinate).
+//
+// Table format (CSV, '#' lines are metadata or comments; columns after `path` are the measured times, kept for
+// the plan's explanation):
+//   # gpu: NVIDIA H200
+//   # capability: 9.0
+//   dtype,k,cols,batch,path,<time columns...>
+//   float32,1024,1,1,sweep,...
+// Resolution: HSMA_TRSM_PATHS=path if set, else <package>/tuning/<gpu-slug>-sm<cc>-paths.csv. Without a usable
+// table for the GPU the plan falls back to its rules (csrc/blocking.cpp) and says so in its reason.
+#pragma once
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+namespace hsma {
+
+enum class LargePath { kBlocked, kSweep, kAten };
+const char* path_name(LargePath p);
+
+struct GpuIdentity {
+  std::string name;        // as the driver reports it: "NVIDIA H200"
+  std::string capability;  // "9.0"
+};
+
+// The coordinates a path depends on: A's order k, right-hand-side columns per batch entry (n for a left
+// solve, m for a right one), batch entries (a triangle broadcast over the batch counts as a batch: torch
+// solves it as one).
+struct PathCell {
+  c10::ScalarType dtype;
+  int64_t k = 0, cols = 1, batch = 1;
+};
+
+struct PathChoice {
+  bool found = false;  // false: no usable table (reason says why)
+  LargePath path = LargePath::kBlocked;
+  std::string reason;  // the table, the cell and its measured times, or why there is none
+};
+
+// The table's path for the nearest cell; `explain`: fill the reason (a string built per call) also when found;
+// `table` "" is the GPU's table (paths_table_for).
+PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explain, const std::string& table = "");
+
+// HSMA_TRSM_PATHS if set, else <package>/tuning/<gpu-slug>-sm<cc>-paths.csv; "" when no directory is known.
+std::string paths_table_for(const GpuIdentity& gpu);
+
+// <package>/tuning/<gpu-slug>-sm<cc><suffix>, "" when the package has not set its directory (blocking.cpp).
+std::string tuning_file_for(const GpuIdentity& gpu, const std::string& suffix);
+
+}  // namespace hsma

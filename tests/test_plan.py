@@ -1,0 +1,152 @@
+"""The path of a solve (csrc/paths.h, csrc/blocking.cpp; hsma_trsm.plan): for orders above 64 on CUDA the GPU's
+path table decides between hsma's paths and torch's own kernel ("aten"). The planner's decisions are derived
+here from the shipped table itself (never copied into the test), asked for the H200 without a GPU; the hand-off
+and every forced path run on the GPU where there is one."""
+import csv
+import math
+import os
+
+import pytest
+import torch
+
+import hsma_trsm
+from benchmarks import tune_paths
+from hsma_trsm import _ops
+
+from conftest import CUDA_DEVICES, DEVICES, call_and_check, make_rhs, make_triangular
+
+TUNING = os.path.join(os.path.dirname(_ops.__file__), "tuning")
+H200 = dict(gpu="NVIDIA H200", capability="9.0", table=os.path.join(TUNING, "nvidia-h200-sm90.csv"))
+H200_PATHS = os.path.join(TUNING, "nvidia-h200-sm90-paths.csv")
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "complex64": torch.complex64,
+          "complex128": torch.complex128}
+
+
+def read_table(path):
+    with open(path) as f:
+        lines = [line for line in f if line.strip() and not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def _plan(dtype, k, cols, batch, paths=H200_PATHS, **kw):
+    return _ops.block_plan(DTYPES[dtype], k, cols * batch, batch=batch, a_shared=batch == 1, paths=paths, **H200,
+                           **kw)
+
+
+needs_h200_table = pytest.mark.skipif(not os.path.exists(H200_PATHS), reason="no shipped H200 path table")
+
+
+@needs_h200_table
+def test_shipped_table_is_whole_and_chooses_what_it_measured():
+    rows = read_table(H200_PATHS)
+    assert {r["dtype"] for r in rows} == set(DTYPES)
+    for r in rows:
+        f = lambda key: float(r[key]) if r[key] else math.nan  # noqa: E731
+        eager = {p: f(f"{p}_us") for p in tune_paths.PATHS}
+        gpu = {p: f(f"{p}_gpu_us") for p in tune_paths.PATHS}
+        assert tune_paths.choose_path(eager, gpu) == r["path"], r
+
+
+@needs_h200_table
+def test_plan_takes_each_cell_path_of_the_shipped_table(hsma_overrides):
+    torch.ops.hsma._set_overrides("")
+    for r in read_table(H200_PATHS):
+        k, cols, batch = int(r["k"]), int(r["cols"]), int(r["batch"])
+        plan = _plan(r["dtype"], k, cols, batch)
+        assert plan.path == r["path"], (r, plan)
+        assert f"cell (k {k}, cols {cols}, batch {batch})" in plan.source
+
+
+def _write(path, rows, gpu="NVIDIA H200", header="dtype,k,cols,batch,path,blocked_us,aten_us"):
+    with open(path, "w") as f:
+        f.write(f"# gpu: {gpu}\n# capability: 9.0\n{header}\n")
+        f.writelines(row + "\n" for row in rows)
+    return str(path)
+
+
+def test_nearest_cell_in_log_scale(tmp_path):
+    t = _write(tmp_path / "p.csv", ["float32,100,1,1,aten,50,40", "float32,1000,1,1,sweep,,",
+                                    "float32,1000,1000,1,blocked,1,2", "float32,100,1,100,blocked,,"])
+    assert _plan("float32", 300, 1, 1, paths=t).path == "aten"  # log(300/100) < log(1000/300)
+    assert _plan("float32", 320, 1, 1, paths=t).path == "sweep"
+    assert _plan("float32", 1000, 40, 1, paths=t).path == "blocked"
+    assert _plan("float32", 100, 1, 20, paths=t).path == "blocked"
+    p = _plan("float32", 100, 1, 1, paths=t)
+    assert p.path == "aten" and "cell (k 100, cols 1, batch 1): blocked_us 50, aten_us 40" in p.source
+    # A dtype the table lacks: the rules, and the reason says so.
+    assert "no complex64 rows" in _plan("complex64", 100, 1, 1, paths=t).source
+
+
+@pytest.mark.parametrize("bad", ["float32,100,1,1,magic", "float32,0,1,1,aten", "int8,100,1,1,aten",
+                                 "float32,100,1,1,aten,1,2,3"])
+def test_malformed_or_foreign_tables_give_the_rules(tmp_path, bad):
+    t = _write(tmp_path / "bad.csv", ["float32,100,1,1,aten", bad])
+    plan = _plan("float32", 1000, 1, 1, paths=t)
+    assert "rules (no usable path table" in plan.source and "malformed row" in plan.source
+    assert plan.path == _plan("float32", 1000, 1, 1, paths="/nonexistent.csv").path
+    foreign = _write(tmp_path / "foreign.csv", ["float32,100,1,1,aten"], gpu="Other GPU")
+    assert "measured on 'Other GPU'" in _plan("float32", 100, 1, 1, paths=foreign).source
+    no_header = _write(tmp_path / "nh.csv", [], header="k,cols")
+    assert "expected a header" in _plan("float32", 100, 1, 1, paths=no_header).source
+
+
+def test_forced_path_overrides_the_table(tmp_path, hsma_overrides):
+    t = _write(tmp_path / "p.csv", ["float32,100,1,1,aten,,"])
+    for path in ("blocked", "sweep", "aten"):
+        hsma_overrides(path=path)
+        plan = _plan("float32", 100, 1, 1, paths=t)
+        assert plan.path == path and "override path" in plan.source
+    with pytest.raises(ValueError, match="path"):
+        hsma_overrides(path="fast")
+
+
+def test_choose_path_takes_the_smallest_worse_ratio():
+    nan = math.nan
+    # blocked: 1.0 eager, 1.5 GPU-only; sweep 1.2 and 1.0; aten 1.1 and 1.1: aten's worse ratio is the least.
+    assert tune_paths.choose_path({"blocked": 10, "sweep": 12, "aten": 11},
+                                  {"blocked": 6, "sweep": 4, "aten": 4.4}) == "aten"
+    assert tune_paths.choose_path({"blocked": 10, "sweep": nan, "aten": 20}, {"blocked": 5, "aten": 1}) == "aten"
+    assert tune_paths.choose_path({"blocked": 10, "sweep": 10, "aten": 10}, {"blocked": 1, "sweep": 1,
+                                                                            "aten": 1}) == "blocked"
+    assert tune_paths.choose_path({"blocked": nan}, {"blocked": nan}) is None
+
+
+def test_grid_respects_the_memory_cap():
+    cells = tune_paths.grid([torch.float64, torch.complex128], [100, 8192], [1, 4096], [1, 256], 2**30)
+    assert (torch.float64, 8192, 4096, 1) in cells and (torch.float64, 8192, 1, 256) not in cells
+    for d, k, c, b in cells:
+        assert b * (k * k + 2 * k * c) * (16 if d == torch.complex128 else 8) <= 2**30
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_public_plan_names_the_path(device):
+    A = make_triangular(100, dtype=torch.float64, device=device)
+    B = make_rhs((100, 3), device=device)
+    plan = hsma_trsm.plan(A, B, upper=False)
+    assert isinstance(plan, hsma_trsm.Plan) and plan.why
+    if device == "cpu":
+        assert plan.path == "lapack"
+    else:
+        assert plan.path in ("blocked", "sweep", "aten")
+        small = hsma_trsm.plan(A[:64, :64], B[:64], upper=False)
+        assert small.path == "small"
+        assert hsma_trsm.plan(A, B[:, :0]).path == "empty"
+    # Mixed dtypes are promoted as trsm promotes them; wrong arguments raise trsm's errors.
+    assert hsma_trsm.plan(A, B.float(), left=True).path == plan.path
+    with pytest.raises(TypeError, match="upper"):
+        hsma_trsm.plan(A, B, upper=1)
+    with pytest.raises(RuntimeError, match="hsma_trsm.plan"):
+        hsma_trsm.plan(A, B[:50])
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("path", ["blocked", "sweep", "aten"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128], ids=["float32", "complex128"])
+def test_every_path_solves(device, path, dtype, hsma_overrides):
+    hsma_overrides(path=path)
+    A = make_triangular(150, batch=(2,), dtype=dtype, device=device, upper=True)
+    for cols, left, trans in [(1, True, "N"), (5, False, "T"), (40, True, "C")]:
+        B = make_rhs((2, 150, cols) if left else (2, cols, 150), dtype=dtype, device=device)
+        X = call_and_check(A, B, left=left, upper=True, trans=trans, alpha=0.5)
+        assert X.is_contiguous()
+        assert hsma_trsm.plan(A, B, left=left, upper=True, trans=trans).path == path
