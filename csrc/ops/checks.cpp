@@ -87,11 +87,24 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   // alpha scales B before the solve, as the CUDA kernels do (and as BLAS defines it), so that intermediate
   // overflow behaves the same on every path.
   const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
-  // Into a column-major result, as the functional form allocates it (same LAPACK calls, same bits, whatever A's
-  // layout), through the out= overload: the switch never routes it (csrc/ops/switch.cpp).
-  at::Tensor R = at::empty({0}, Bw.options());
-  at::linalg_solve_triangular_out(R, opA, unit_alpha ? Bw : Bw * args.alpha, upper_eff, args.left, args.unit);
-  X.copy_(R);
+  // Straight into X through the out= overload (the switch never routes it): torch solves the transposed equation
+  // for a row-major X, with no copy of its result. A single column is also column-major: it gets torch's own
+  // column-major strides, so that torch runs exactly the call its functional form makes.
+  if (X.scalar_type() != Bw.scalar_type()) {  // bfloat16 / float16: solved in float32, rounded once
+    at::Tensor R = at::empty(X.sizes(), Bw.options());
+    aten_solve_into(Aw, Bw, args, R);
+    X.copy_(R);
+    return;
+  }
+  at::Tensor out = X;
+  const int64_t d = X.dim();
+  if (X.size(d - 1) == 1 && X.size(d - 2) > 1) {
+    std::vector<int64_t> strides = X.strides().vec();
+    strides[d - 1] = X.size(d - 2);
+    strides[d - 2] = 1;
+    out = X.as_strided(X.sizes(), strides, X.storage_offset());
+  }
+  at::linalg_solve_triangular_out(out, opA, unit_alpha ? Bw : Bw * args.alpha, upper_eff, args.left, args.unit);
 }
 
 // torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested
