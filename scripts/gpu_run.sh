@@ -5,11 +5,12 @@
 # options and BENCH_ARGS / TUNE_ARGS benchmark / tuner options (all split at spaces: no quoting),
 # PYTEST_K one -k expression (spaces allowed). HSMA_BENCH_GIT=<revision> names the commit in the
 # result files; give the literal hash on the device machine, whose copy of .git is stale (there
-# `git rev-parse HEAD` names an old commit). The tuner's table is written to the
+# `git rev-parse HEAD` names an old commit). Opt-in stage paths: the path tuner (its table, like the block-size
+# table, replaces the shipped one for the rest of the run). The tuner's table is written to the
 # output folder and copied over the package's table for this GPU (hsma_trsm/tuning/), which the
 # tests and the benchmark then use; commit it from the output folder to ship it. Opt-in stages:
-# solvers (the solvers and switch benchmark suites), notebooks, profile, ncu. Everything written is
-# packed into OUTDIR/run.tgz at the end (the device tool returns a limited number of files).
+# shapes (the shape-space suite), solvers (the solvers and switch benchmark suites), notebooks, profile, ncu.
+# Everything written is packed into OUTDIR/run.tgz at the end (the device tool returns a limited number of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-${OUT:-gpu-out}}
@@ -52,6 +53,19 @@ if [[ " $STAGES " == *" tune "* ]]; then
   echo "tune took $(( $(date +%s) - start )) s"
   tail -n 40 "$OUTDIR/tune.log"
   # The fresh table replaces the shipped one for the tests and the benchmark of this run.
+  [ -s "$table" ] && cp "$table" hsma_trsm/tuning/
+fi
+
+if [[ " $STAGES " == *" paths "* ]]; then
+  # The path table (benchmarks/tune_paths.py): hsma's paths and torch's kernel timed on the (dtype, k, cols, batch)
+  # grid; like the block-size table it replaces the shipped one for the rest of the run.
+  echo "== paths"
+  start=$(date +%s)
+  table="$OUTDIR/$("$PY" -c "import benchmarks.tune_paths as t; print(t.table_name())")"
+  timeout "${PATHS_TIMEOUT:-330}" "$PY" -m benchmarks.tune_paths --out "$table" --budget-s "${PATHS_BUDGET:-300}" \
+    ${PATHS_ARGS:-} >"$OUTDIR/tune_paths.log" 2>&1 || status=1
+  echo "path tuning took $(( $(date +%s) - start )) s"
+  grep -v "paths:" "$OUTDIR/tune_paths.log" | tail -n 12
   [ -s "$table" ] && cp "$table" hsma_trsm/tuning/
 fi
 
@@ -106,6 +120,17 @@ if [[ " $STAGES " == *" bench "* ]]; then
     --suite small,batched,large,ablation,split,overhead,clients,gpytorch,deltanet --out "$OUTDIR" ${BENCH_ARGS:-} \
     >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
+fi
+
+if [[ " $STAGES " == *" shapes "* ]]; then
+  # Opt-in: the shape-space suite (benchmarks/shapes.py): seeded random shapes, eager and GPU-only, forward and
+  # backward, the drop-in and the switch, against torch; shapes.csv, shapes.md and shapes_map.png in OUTDIR.
+  echo "== shapes"
+  start=$(date +%s)
+  timeout "${SHAPES_TIMEOUT:-420}" "$PY" -m benchmarks.shapes --out "$OUTDIR" ${SHAPES_ARGS:-} \
+    >"$OUTDIR/shapes.log" 2>&1 || status=1
+  echo "shapes took $(( $(date +%s) - start )) s"
+  tail -n 70 "$OUTDIR/shapes.log"
 fi
 
 if [[ " $STAGES " == *" solvers "* ]]; then
