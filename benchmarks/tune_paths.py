@@ -6,8 +6,8 @@
 On the current CUDA GPU, for every cell (dtype, order k, right-hand-side columns per matrix, batch) of the grid it
 times left-lower solves `hsma_trsm.trsm(A, B)` with the path forced (the override `path`: blocked, sweep, aten =
 torch's own kernel reached through hsma) and torch.linalg.solve_triangular itself, each eager (isolated calls, host
-launch cost included) and GPU-only (CUDA-graph replay). A cell takes the path whose worse ratio to the fastest
-candidate, eager or GPU-only, is the smallest (choose_path), and the table the C++ plan reads gets one row per cell
+launch cost included) and GPU-only (CUDA-graph replay). A cell takes the path whose worse ratio to torch, eager
+or GPU-only, is the best (choose_path), and the table the C++ plan reads gets one row per cell
 with every time measured (default: <repo>/out/tune/<gpu>-sm<cc>-paths.csv; copy it to hsma_trsm/tuning/ to ship
 it, or point the library at it with HSMA_TRSM_PATHS=path). Cells whose operands pass --mem-gib are left out (the
 plan takes the nearest cell). The sweep is timed up to --sweep-max-cols columns (its chain of row blocks makes
@@ -23,9 +23,9 @@ import torch
 
 from . import util as bu
 
-DEFAULT_KS = [96, 160, 256, 400, 640, 1024, 1600, 2560, 4096, 8192]
-DEFAULT_COLS = [1, 2, 4, 8, 16, 32, 64, 256, 1024, 4096]
-DEFAULT_BATCHES = [1, 4, 32, 256]
+DEFAULT_KS = [72, 96, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024, 1600, 2560, 4096, 8192]
+DEFAULT_COLS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096]
+DEFAULT_BATCHES = [1, 4, 32, 256, 2048]
 PATHS = ("blocked", "sweep", "aten")  # hsma's candidates (LargePath's names); "torch" is the reference
 HEADER = ["dtype", "k", "cols", "batch", "path"] + [f"{p}_us" for p in PATHS + ("torch",)] + \
          [f"{p}_gpu_us" for p in PATHS + ("torch",)]
@@ -43,14 +43,15 @@ def grid(dtypes, ks, cols, batches, mem_bytes):
 
 
 def choose_path(eager, gpu):
-    """The path of a cell from {path: us} eager and GPU-only times of hsma's candidates: the smallest worse ratio
-    to the fastest candidate in either mode (a path that is 5% slower eager and 30% slower GPU-only scores 1.30);
-    ties go to the earlier of PATHS. Candidates without a finite time in both modes are out; None if none is in."""
+    """The path of a cell from {name: us} eager and GPU-only times of hsma's candidates and of "torch": the one
+    whose worse ratio to torch, eager or GPU-only, is the best (a path 1.3x torch's speed eager and 0.9x GPU-only
+    counts 0.9x); ties go to the earlier of PATHS. Candidates without a finite time in both modes are out; None
+    if none is in, or torch has no times."""
     ok = [p for p in PATHS if math.isfinite(eager.get(p, math.nan)) and math.isfinite(gpu.get(p, math.nan))]
-    if not ok:
+    te, tg = eager.get("torch", math.nan), gpu.get("torch", math.nan)
+    if not ok or not (math.isfinite(te) and math.isfinite(tg)):
         return None
-    best_e, best_g = min(eager[p] for p in ok), min(gpu[p] for p in ok)
-    return min(ok, key=lambda p: (max(eager[p] / best_e, gpu[p] / best_g), PATHS.index(p)))
+    return min(ok, key=lambda p: (max(eager[p] / te, gpu[p] / tg), PATHS.index(p)))
 
 
 def time_both(fn, slow_us):
@@ -155,7 +156,8 @@ def main(argv=None):
             print(f"{bu.dtype_name(dtype)} k {k} cols {cols} batch {batch}: {str(e)[:200]}", file=sys.stderr)
             torch.cuda.empty_cache()
             continue
-        path = choose_path({p: times[p][0] for p in PATHS}, {p: times[p][1] for p in PATHS})
+        names = PATHS + ("torch",)
+        path = choose_path({p: times[p][0] for p in names}, {p: times[p][1] for p in names})
         if path is None:
             continue
         rows.append(row_of(dtype, k, cols, batch, path, times))

@@ -81,6 +81,12 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // the CUDA plan's path kAten (csrc/blocking.h).
 void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X);
 
+// Whether hsma's plan hands the solve op(A) X = B (CUDA, order above 64, operands trsm takes) to torch's own
+// kernel (csrc/paths.h): then the drop-in's eager entry and the switch call torch's function themselves. False
+// for anything trsm would refuse, which is left to trsm to raise.
+bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                    bool unit);
+
 // The typed handle of a torch.ops.hsma operator, e.g. hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::x");
 // callers keep it in a function-local static.
 template <typename Signature> c10::TypedOperatorHandle<Signature> hsma_op(const char* name) {

@@ -163,7 +163,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     higher order, vmap) as :func:`trsm`.
     """
     if out is None and not _is_compiling():
-        X = _C.trsm(A, B, left, upper, "N", unitriangular, 1)  # the eager entry, as in trsm()
+        X = _C.solve_triangular(A, B, upper, left, unitriangular)  # the eager entry, as in trsm()
         if X is not None:
             return X
     _check_args("hsma_trsm.solve_triangular", A, B, left, upper, unitriangular)

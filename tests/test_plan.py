@@ -42,8 +42,8 @@ def test_shipped_table_is_whole_and_chooses_what_it_measured():
     assert {r["dtype"] for r in rows} == set(DTYPES)
     for r in rows:
         f = lambda key: float(r[key]) if r[key] else math.nan  # noqa: E731
-        eager = {p: f(f"{p}_us") for p in tune_paths.PATHS}
-        gpu = {p: f(f"{p}_gpu_us") for p in tune_paths.PATHS}
+        eager = {p: f(f"{p}_us") for p in tune_paths.PATHS + ("torch",)}
+        gpu = {p: f(f"{p}_gpu_us") for p in tune_paths.PATHS + ("torch",)}
         assert tune_paths.choose_path(eager, gpu) == r["path"], r
 
 
@@ -100,15 +100,17 @@ def test_forced_path_overrides_the_table(tmp_path, hsma_overrides):
         hsma_overrides(path="fast")
 
 
-def test_choose_path_takes_the_smallest_worse_ratio():
+def test_choose_path_takes_the_best_worse_ratio_to_torch():
     nan = math.nan
-    # blocked: 1.0 eager, 1.5 GPU-only; sweep 1.2 and 1.0; aten 1.1 and 1.1: aten's worse ratio is the least.
-    assert tune_paths.choose_path({"blocked": 10, "sweep": 12, "aten": 11},
-                                  {"blocked": 6, "sweep": 4, "aten": 4.4}) == "aten"
-    assert tune_paths.choose_path({"blocked": 10, "sweep": nan, "aten": 20}, {"blocked": 5, "aten": 1}) == "aten"
-    assert tune_paths.choose_path({"blocked": 10, "sweep": 10, "aten": 10}, {"blocked": 1, "sweep": 1,
-                                                                            "aten": 1}) == "blocked"
-    assert tune_paths.choose_path({"blocked": nan}, {"blocked": nan}) is None
+    # Against torch 10 us eager, 5 GPU-only: blocked 0.8x / 2x, sweep 1.25x / 0.5x, aten 0.95x / 1x: aten.
+    assert tune_paths.choose_path({"blocked": 12.5, "sweep": 8, "aten": 10.5, "torch": 10},
+                                  {"blocked": 2.5, "sweep": 10, "aten": 5, "torch": 5}) == "aten"
+    assert tune_paths.choose_path({"blocked": 9, "sweep": nan, "aten": 10, "torch": 10},
+                                  {"blocked": 4, "aten": 5, "torch": 5}) == "blocked"
+    assert tune_paths.choose_path({"blocked": 10, "sweep": 10, "aten": 10, "torch": 10},
+                                  {"blocked": 1, "sweep": 1, "aten": 1, "torch": 1}) == "blocked"
+    assert tune_paths.choose_path({"blocked": nan, "torch": 1}, {"blocked": nan, "torch": 1}) is None
+    assert tune_paths.choose_path({"blocked": 1, "torch": nan}, {"blocked": 1, "torch": 1}) is None
 
 
 def test_grid_respects_the_memory_cap():

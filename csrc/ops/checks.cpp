@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "blocking.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -87,15 +88,11 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   // alpha scales B before the solve, as the CUDA kernels do (and as BLAS defines it), so that intermediate
   // overflow behaves the same on every path.
   const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
-  // Straight into X through the out= overload (the switch never routes it): torch solves the transposed equation
-  // for a row-major X, with no copy of its result. A single column is also column-major: it gets torch's own
-  // column-major strides, so that torch runs exactly the call its functional form makes.
-  if (X.scalar_type() != Bw.scalar_type()) {  // bfloat16 / float16: solved in float32, rounded once
-    at::Tensor R = at::empty(X.sizes(), Bw.options());
-    aten_solve_into(Aw, Bw, args, R);
-    X.copy_(R);
-    return;
-  }
+  // Through the out= overload, which the switch never routes. A single column is row- and column-major alike: X
+  // itself with torch's column-major strides, so torch makes exactly the call of its functional form. On the CPU,
+  // any X goes straight in (torch solves the transposed equation of a row-major X, with no copy). On CUDA, cuBLAS
+  // solves that transposed equation up to 2x slower for a few columns (H200): torch's own column-major result,
+  // then one copy.
   at::Tensor out = X;
   const int64_t d = X.dim();
   if (X.size(d - 1) == 1 && X.size(d - 2) > 1) {
@@ -103,8 +100,26 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
     strides[d - 1] = X.size(d - 2);
     strides[d - 2] = 1;
     out = X.as_strided(X.sizes(), strides, X.storage_offset());
+  } else if (X.is_cuda()) {
+    out = at::empty({0}, X.options());  // resized by torch to its column-major layout
   }
   at::linalg_solve_triangular_out(out, opA, unit_alpha ? Bw : Bw * args.alpha, upper_eff, args.left, args.unit);
+  if (!out.is_same(X) && !out.is_alias_of(X)) X.copy_(out);
+}
+
+bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
+                    bool unit) {
+  if (!A.is_cuda() || A.dim() < 2 || B.dim() < 2 || A.size(-1) != A.size(-2) || A.size(-1) <= kDirectLeafMaxNB ||
+      A.size(-1) != B.size(left ? -2 : -1) || A.device() != B.device() || A.scalar_type() != B.scalar_type() ||
+      half_dtype(A.scalar_type()) || !supported_dtype(A.scalar_type()))
+    return false;
+  static const auto op = hsma_op<std::tuple<std::string, std::string>(
+      const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool, bool)>("hsma::_plan");
+  try {
+    return std::get<0>(op.call(A, B, left, upper, trans, unit, /*explain=*/false)) == path_name(LargePath::kAten);
+  } catch (const c10::Error&) {  // e.g. batch dims that do not broadcast: trsm raises its own error
+    return false;
+  }
 }
 
 // torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested

@@ -1,5 +1,5 @@
-// The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): trsm, the
-// eager entry of hsma_trsm.trsm and hsma_trsm.solve_triangular, and cholesky_solve, cholesky_inverse and
+// The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): trsm and
+// solve_triangular, the eager entries of hsma_trsm.trsm and hsma_trsm.solve_triangular, and cholesky_solve, cholesky_inverse and
 // lu_solve, the eager entries of hsma_trsm's solvers (hsma_trsm/solvers.py), on the same terms.
 //
 // torch.ops.hsma.trsm(...) reaches the dispatcher through a boxed call: the arguments are matched
@@ -214,10 +214,34 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   END_HANDLE_TH_ERRORS
 }
 
+// _C.solve_triangular(A, B, upper, left, unitriangular) -> Tensor, or None: the drop-in's eager entry. Where hsma's
+// plan hands the solve to torch's kernel (plan_hands_off) it is torch.linalg.solve_triangular itself, result layout
+// and autograd included; otherwise trsm's entry.
+PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 5, "hsma_trsm._C.solve_triangular takes 5 positional arguments (A, B, upper, left, "
+                      "unitriangular)"))
+    return nullptr;
+  bool upper, left, unit;
+  if (!takes_call(args, 2) || !as_bool(args[2], &upper) || !as_bool(args[3], &left) || !as_bool(args[4], &unit))
+    Py_RETURN_NONE;
+  const at::Tensor& A = THPVariable_Unpack(args[0]);
+  const at::Tensor& B = THPVariable_Unpack(args[1]);
+  if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
+  return run_call([&] {
+    if (plan_hands_off(A, B, left, upper, "N", unit)) return at::linalg_solve_triangular(A, B, upper, left, unit);
+    return call_trsm(A, B, left, upper, "N", unit, 1);
+  });
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"trsm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(trsm_entry)), METH_FASTCALL,
      "trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor or None: torch.ops.hsma.trsm by a typed "
      "dispatcher call, or None where torch.ops' path must be taken (see csrc/ops/python_entry.cpp)."},
+    {"solve_triangular", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(solve_triangular_entry)),
+     METH_FASTCALL, "solve_triangular(A, B, upper, left, unitriangular) -> Tensor or None: the drop-in's eager "
+     "entry; torch's own function where hsma's plan hands the solve off, else as trsm."},
     {"cholesky_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_solve_entry)),
      METH_FASTCALL, "cholesky_solve(B, L, upper) -> Tensor or None: torch.ops.hsma.cholesky_solve, as trsm."},
     {"cholesky_inverse", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_inverse_entry)),

@@ -24,7 +24,6 @@
 #include <mutex>
 #include <string>
 
-#include "blocking.h"
 #include "solvers.h"
 #include "trsm.h"
 
@@ -61,17 +60,8 @@ bool takes(const at::Tensor& A, const at::Tensor& B, int64_t b_dim) {
   return !inside && operands_fit(A, B, b_dim) && A.numel() > 0 && B.numel() > 0;
 }
 
-// Whether hsma's plan hands the CUDA solve op(A) X = B to torch's own kernel (csrc/paths.h): then the switch calls
-// that kernel itself, with no hsma operator in between.
-bool handed_off(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, const char* trans, bool unit) {
-  if (!A.is_cuda() || A.size(-1) <= kDirectLeafMaxNB) return false;
-  static const auto op = hsma_op<std::tuple<std::string, std::string>(
-      const at::Tensor&, const at::Tensor&, bool, bool, c10::string_view, bool, bool)>("hsma::_plan");
-  return std::get<0>(op.call(A, B, left, upper, trans, unit, /*explain=*/false)) == path_name(LargePath::kAten);
-}
-
 at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unit) {
-  if (!takes(A, B, left ? -2 : -1) || handed_off(A, B, left, upper, "N", unit))
+  if (!takes(A, B, left ? -2 : -1) || plan_hands_off(A, B, left, upper, "N", unit))
     return at::native::linalg_solve_triangular(A, B, upper, left, unit);
   const Serving s(kSolveTriangular);
   // torch's layout (its meta function): row-major X where A, broadcast, is a conjugate view whose transpose is
@@ -86,7 +76,7 @@ at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper
 
 std::tuple<at::Tensor, at::Tensor> triangular_solve(const at::Tensor& b, const at::Tensor& A, bool upper,
                                                     bool transpose, bool unit) {
-  if (!takes(A, b, -2) || handed_off(A, b, true, upper, transpose ? "T" : "N", unit)) {
+  if (!takes(A, b, -2) || plan_hands_off(A, b, true, upper, transpose ? "T" : "N", unit)) {
     at::Tensor X = at::empty({0}, b.options()), M = at::empty({0}, b.options());
     at::triangular_solve_out(X, M, b, A, upper, transpose, unit);
     return {X, M};
