@@ -36,6 +36,8 @@ Suites:
     solvers   cholesky_solve and lu_solve: torch, hsma_trsm's, and torch's under the switch (benchmarks/solvers.py).
     switch    real clients with the switch off and on: GPyTorch exact GP and SVGP steps, a BoTorch fit and qLogEI,
               a batched Kalman filter (benchmarks/switch_clients.py; GPyTorch / BoTorch rows skip without them).
+    shapes    opt-in, only when named: random shapes across the whole space, forward and backward, eager and CUDA
+              graph, drop-in and switch; a summary per region and a map (benchmarks/shapes.py).
 
 Both solvers run in the same process on the same inputs; speedup = torch / hsma (> 1: hsma
 faster) in every table. Each time is the median of 3 round medians (``--rounds``), each round a
@@ -76,6 +78,8 @@ from .report import Col, Table, Target, f_err, f_frac_pct, f_pct, f_rate, f_us, 
 
 SUITES = ("small", "batched", "large", "ablation", "split", "overhead", "clients", "gpytorch", "deltanet", "solvers",
           "switch")
+# Run only when named (--suite shapes), never by default: random shapes over the whole space (benchmarks/shapes.py).
+OPT_IN_SUITES = ("shapes",)
 ALL_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 # The earlier --cases names, mapped to the suite that now holds them.
@@ -181,9 +185,9 @@ PLANS = {
 # scaled by --budget-scale, 0 = none). Typical H200 times are well below (see the README).
 BUDGETS = {
     "gpu": dict(small=45, batched=30, large=100, ablation=35, split=25, overhead=10, clients=140, gpytorch=90,
-                deltanet=90, solvers=90, switch=240),
+                deltanet=90, solvers=90, switch=240, shapes=420),
     "cpu": dict(small=30, batched=30, large=30, ablation=20, split=20, overhead=10, clients=60, gpytorch=60,
-                deltanet=30, solvers=60, switch=120),
+                deltanet=30, solvers=60, switch=120, shapes=60),
 }
 
 
@@ -1336,6 +1340,12 @@ def suite_switch(ctx: Ctx) -> SuiteResult:
     return switch_clients.suite_switch(ctx)
 
 
+def suite_shapes(ctx: Ctx) -> SuiteResult:
+    from . import shapes
+
+    return shapes.suite_shapes(ctx)
+
+
 SUITE_FUNCS = {
     "small": suite_small,
     "batched": suite_batched,
@@ -1348,6 +1358,7 @@ SUITE_FUNCS = {
     "deltanet": suite_deltanet,
     "solvers": suite_solvers,
     "switch": suite_switch,
+    "shapes": suite_shapes,
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1372,8 +1383,9 @@ def parse_suites(s: Optional[str]) -> list:
     """'small,large' -> ['small', 'large'] in the canonical order; 'all' or empty: every suite."""
     if s is None or s.strip().lower() in ("", "all"):
         return list(SUITES)
-    got = _parse_list(s, lambda x: x.lower() if x.lower() in SUITES else None, "suite", ", ".join(SUITES))
-    return [x for x in SUITES if x in got]
+    known = SUITES + OPT_IN_SUITES
+    got = _parse_list(s, lambda x: x.lower() if x.lower() in known else None, "suite", ", ".join(known))
+    return [x for x in known if x in got]
 
 
 def parse_args(argv=None):
@@ -1382,7 +1394,8 @@ def parse_args(argv=None):
         description="Time hsma_trsm against torch.linalg.solve_triangular, suite by suite.",
     )
     p.add_argument("--suite", "--suites", dest="suite", default=None,
-                   help=f"comma-separated subset of {', '.join(SUITES)} (default: all)")
+                   help=f"comma-separated subset of {', '.join(SUITES)} (default: all), or the opt-in "
+                        f"{', '.join(OPT_IN_SUITES)}")
     p.add_argument("--cases", default=None,
                    help="old name of --suite: small, square (-> large), batched / linear-attention (-> batched), "
                         "kernel-digits (-> large)")
@@ -1475,11 +1488,11 @@ def list_cases(suites, plan: dict, dtypes, seed: int = 0, mode: str = "gpu") -> 
     own modules (clients, gpytorch, solvers, switch)."""
     lines = []
     for s in suites:
-        if s in ("clients", "gpytorch", "deltanet", "solvers", "switch"):
-            from . import clients, deltanet, gp_clients, solvers, switch_clients
+        if s in ("clients", "gpytorch", "deltanet", "solvers", "switch", "shapes"):
+            from . import clients, deltanet, gp_clients, shapes, solvers, switch_clients
 
             mod = {"clients": clients, "gpytorch": gp_clients, "deltanet": deltanet, "solvers": solvers,
-                   "switch": switch_clients}[s]
+                   "switch": switch_clients, "shapes": shapes}[s]
             lines += mod.list_lines(mode, dtypes, seed)
             continue
         if s == "small":
