@@ -147,11 +147,12 @@ def _largest(fits, hi: int) -> int:
 
 
 def _fit(dtype, k, n, batch, left, upper, trans, unit, bcast, caps) -> Shape:
-    """Caps k, n and batch, then shrinks the batch, then n, then k until A + B + X stay under caps['bytes']."""
+    """Caps k, n and batch, then shrinks the batch, then n, then k until A + B + X stay under caps['bytes'], a
+    broadcast A counted once per batch entry (torch materialises it)."""
     k, n, batch = min(k, caps["k"]), min(n, caps["n"]), min(batch, caps["batch"])
 
     def fits(k_, n_, b_):
-        return shape_bytes(dtype, k_, n_, b_, bcast and b_ > 1) < caps["bytes"]
+        return shape_bytes(dtype, k_, n_, b_) < caps["bytes"]
 
     batch = _largest(lambda b: fits(k, n, b), batch)
     n = _largest(lambda v: fits(k, v, batch), n)

@@ -285,8 +285,9 @@ def relative_error(X, Xref):
 
 
 def check_solution(X, A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1,
-                   dtype=None, device=None, forward_factor=1.0):
-    """Checks shape, dtype, device, contiguity, finiteness, the forward relative error against
+                   dtype=None, device=None, forward_factor=1.0, contiguous=True):
+    """Checks shape, dtype, device, contiguity (``contiguous=False``: row- or column-major matrices, as
+    torch.linalg.solve_triangular returns them), finiteness, the forward relative error against
     reference_trsm, and the normwise backward error ||op(A) X - alpha B|| / (||op(A)|| ||X|| eps k)."""
     dtype = dtype if dtype is not None else B.dtype
     Xref = reference_trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
@@ -295,7 +296,7 @@ def check_solution(X, A, B, *, left=True, upper=False, trans="N", unitriangular=
     assert X.dtype == dtype
     if device is not None:
         assert X.device.type == torch.device(device).type
-    assert X.is_contiguous()
+    assert X.is_contiguous() or (not contiguous and X.mT.is_contiguous())
     if X.numel() == 0:
         return
     Xn = to_numpy_wide(X)
@@ -337,7 +338,7 @@ def _poison_allocator(A, B, left):
 
 
 def call_and_check(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1,
-                   fn=None, forward_factor=1.0):
+                   fn=None, forward_factor=1.0, contiguous=True):
     """Runs torch.ops.hsma.trsm (or `fn`) on A, B; checks A and B are untouched and the result
     against the reference. Returns the result."""
     fn = fn if fn is not None else torch.ops.hsma.trsm
@@ -347,7 +348,7 @@ def call_and_check(A, B, *, left=True, upper=False, trans="N", unitriangular=Fal
     assert_unchanged(A, A0, "A")
     assert_unchanged(B, B0, "B")
     check_solution(X, A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha,
-                   dtype=B.dtype, device=B.device, forward_factor=forward_factor)
+                   dtype=B.dtype, device=B.device, forward_factor=forward_factor, contiguous=contiguous)
     return X
 
 
