@@ -102,7 +102,9 @@ def test_large_paths_extreme_pivots(device, path, dtype, hsma_overrides):
 @pytest.mark.parametrize("k", [5, 40, 150, 300])
 @pytest.mark.parametrize("left,lower,trans", [(True, True, "N"), (False, False, "T"), (True, False, "C"),
                                               (False, True, "N")])
-def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans):
+def test_subnormal_and_huge_pivots(device, dtype, pattern, k, left, lower, trans, hsma_overrides):
+    # hsma's own kernels: a shape the plan hands to torch's kernel has torch's numerics there (README, Limitations).
+    hsma_overrides(sweep=0)
     check_extreme_pivots(device, dtype, pattern, k, left, lower, trans)
 
 

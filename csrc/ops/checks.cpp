@@ -88,11 +88,16 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   // alpha scales B before the solve, as the CUDA kernels do (and as BLAS defines it), so that intermediate
   // overflow behaves the same on every path.
   const bool unit_alpha = !args.alpha.isComplex() && args.alpha.toDouble() == 1.0;
-  // Through the out= overload, which the switch never routes. A single column is row- and column-major alike: X
-  // itself with torch's column-major strides, so torch makes exactly the call of its functional form. On the CPU,
-  // any X goes straight in (torch solves the transposed equation of a row-major X, with no copy). On CUDA, cuBLAS
-  // solves that transposed equation up to 2x slower for a few columns (H200): torch's own column-major result,
-  // then one copy.
+  // Through the out= overload, which the switch never routes, into torch's own column-major result, then one copy
+  // into X: torch makes the call of its functional form whatever X's layout (into a row-major X it would solve the
+  // transposed equation, up to 2x slower on CUDA for a few columns, and with other bits on the CPU). A single
+  // column is row- and column-major alike: X itself, with torch's strides, and no copy.
+  if (X.scalar_type() != Bw.scalar_type()) {  // bfloat16 / float16: solved in float32, rounded once
+    at::Tensor R = at::empty(X.sizes(), Bw.options());
+    aten_solve_into(Aw, Bw, args, R);
+    X.copy_(R);
+    return;
+  }
   at::Tensor out = X;
   const int64_t d = X.dim();
   if (X.size(d - 1) == 1 && X.size(d - 2) > 1) {
@@ -100,7 +105,7 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
     strides[d - 1] = X.size(d - 2);
     strides[d - 2] = 1;
     out = X.as_strided(X.sizes(), strides, X.storage_offset());
-  } else if (X.is_cuda()) {
+  } else {
     out = at::empty({0}, X.options());  // resized by torch to its column-major layout
   }
   at::linalg_solve_triangular_out(out, opA, unit_alpha ? Bw : Bw * args.alpha, upper_eff, args.left, args.unit);
