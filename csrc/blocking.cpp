@@ -243,6 +243,14 @@ LargePath rule_path(const BlockedShape& shape, int64_t cols) {
 
 }  // namespace
 
+BlockedShape blocked_shape(const at::Tensor& A, bool left, const TrsmShape& s) {
+  int64_t a_numel = 1;
+  for (auto v : A.sizes().slice(0, A.dim() - 2)) a_numel *= v;
+  const int64_t bt = s.batch_numel();
+  const at::ScalarType dtype = half_dtype(A.scalar_type()) ? at::kFloat : A.scalar_type();
+  return BlockedShape{dtype, s.k, (left ? s.n : s.m) * bt, a_numel == 1, bt};
+}
+
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
                         const std::string& table, const std::string& paths, bool explain) {
   const int64_t k = shape.k;

@@ -12,6 +12,7 @@
 
 #include "overrides.h"
 #include "paths.h"
+#include "trsm.h"
 
 namespace hsma {
 
@@ -49,6 +50,10 @@ struct BlockPlan {
   // Leaves solved by the small kernels (no inversion, no leaf GEMM).
   bool direct_leaves() const { return nb <= kDirectLeafMaxNB; }
 };
+
+// The plan's view of a solve whose operands trsm checked into s: right-hand-side columns of all batch entries,
+// whether one triangle serves them, the dtype it is solved in (float32 for bfloat16 / float16).
+BlockedShape blocked_shape(const at::Tensor& A, bool left, const TrsmShape& s);
 
 // The plan under the overrides o; `table` / `paths` "" are the GPU's block-size and path tables (table_path_for,
 // paths_table_for); `explain`: the source names the path table's cell and times.

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,6 +16,17 @@
 #include "overrides.h"
 
 namespace hsma {
+
+namespace {
+std::atomic<GpuIdentitySource> g_identity_source{nullptr};
+}  // namespace
+
+void set_gpu_identity_source(GpuIdentitySource source) { g_identity_source.store(source); }
+
+const GpuIdentity* gpu_identity(int device) {
+  const GpuIdentitySource source = g_identity_source.load();
+  return source != nullptr ? &source(device) : nullptr;
+}
 
 const char* path_name(LargePath p) {
   return p == LargePath::kSweep ? "sweep" : (p == LargePath::kAten ? "aten" : "blocked");

@@ -26,6 +26,12 @@ struct GpuIdentity {
   std::string capability;  // "9.0"
 };
 
+// The identity of CUDA device `device`, from the CUDA backend (csrc/cuda/blocked.cpp registers it when the library
+// loads); nullptr in a build without CUDA.
+using GpuIdentitySource = const GpuIdentity& (*)(int device);
+void set_gpu_identity_source(GpuIdentitySource source);
+const GpuIdentity* gpu_identity(int device);
+
 // The coordinates a path depends on: A's order k, right-hand-side columns per batch entry (n for a left
 // solve, m for a right one), batch entries (a triangle broadcast over the batch counts as a batch: torch
 // solves it as one).

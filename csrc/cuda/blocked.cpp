@@ -23,12 +23,10 @@ namespace {
 static_assert(kDirectLeafMaxNB == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
               "blocking.h's limits must be the kernels' (kernels/trsm_problem.h)");
 
-// Name and compute capability of the current device, queried once per device.
-const GpuIdentity& device_identity() {
+// Name and compute capability of device `dev`, queried once per device.
+const GpuIdentity& identity_of(int dev) {
   static std::mutex mutex;
   static std::map<int, GpuIdentity> cache;
-  int dev = 0;
-  check_launch(cudaGetDevice(&dev), "device query");
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(dev);
   if (it == cache.end()) {
@@ -39,6 +37,16 @@ const GpuIdentity& device_identity() {
   }
   return it->second;
 }
+
+// The current device's.
+const GpuIdentity& device_identity() {
+  int dev = 0;
+  check_launch(cudaGetDevice(&dev), "device query");
+  return identity_of(dev);
+}
+
+// The host-side plan (plan_hands_off, csrc/ops/checks.cpp) asks for devices' identities here.
+[[maybe_unused]] const bool identity_source_set = (set_gpu_identity_source(&identity_of), true);
 
 // Doubling from IB x IB to NB x NB inverses, in the tile layout of blocked_solve (one batch entry):
 // for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
@@ -86,19 +94,10 @@ void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonica
   }
 }
 
-// The plan's view of a solve: right-hand-side columns of all batch entries, and whether one triangle serves them.
-BlockedShape blocked_shape(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s) {
-  int64_t a_numel = 1;
-  for (auto v : A.sizes().slice(0, A.dim() - 2)) a_numel *= v;
-  const int64_t bt = s.batch_numel();
-  const at::ScalarType dtype = half_dtype(A.scalar_type()) ? at::kFloat : A.scalar_type();  // solved in float32
-  return BlockedShape{dtype, s.k, (args.left ? s.n : s.m) * bt, a_numel == 1, bt};
-}
-
 }  // namespace
 
 BlockPlan plan_large(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, bool explain) {
-  return plan_blocking(device_identity(), blocked_shape(A, args, s), overrides(), "", "", explain);
+  return plan_blocking(device_identity(), blocked_shape(A, args.left, s), overrides(), "", "", explain);
 }
 
 template <typename S>
@@ -129,7 +128,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     Overrides blocked = overrides();  // (the sweep did not fit: the blocked path's plan)
     blocked.path = static_cast<int>(LargePath::kBlocked);
     blocked.sweep = -1;
-    plan = plan_blocking(device_identity(), blocked_shape(A, args, s), blocked);
+    plan = plan_blocking(device_identity(), blocked_shape(A, args.left, s), blocked);
   }
   const int64_t nb = plan.nb, ib = plan.ib;
   const int64_t nblk = (k + nb - 1) / nb;
