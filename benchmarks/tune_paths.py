@@ -91,8 +91,8 @@ def table_name():
 def write_table(path, rows, info):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
-        f.write("# hsma_trsm path table: the path of each (dtype, k, cols, batch) cell, left-lower solves; times in us, "
-                "eager (isolated calls) and gpu (CUDA-graph replay); aten = torch's kernel through hsma, torch = "
+        f.write("# hsma_trsm path table: the path of each (dtype, k, cols, batch) cell, left-lower solves; times in "
+                "us, eager (isolated calls) and gpu (CUDA-graph replay); aten = torch's kernel through hsma, torch = "
                 "torch.linalg.solve_triangular (python -m benchmarks.tune_paths)\n")
         f.write(f"# gpu: {info['gpu']}\n# capability: {info['capability']}\n")
         f.write(f"# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n# git: {info['git']}\n")

@@ -1,6 +1,6 @@
 // The Python module hsma_trsm._C (the same shared library that registers torch.ops.hsma): trsm and
-// solve_triangular, the eager entries of hsma_trsm.trsm and hsma_trsm.solve_triangular, and cholesky_solve, cholesky_inverse and
-// lu_solve, the eager entries of hsma_trsm's solvers (hsma_trsm/solvers.py), on the same terms.
+// solve_triangular, the eager entries of hsma_trsm.trsm and hsma_trsm.solve_triangular, and cholesky_solve,
+// cholesky_inverse and lu_solve, the eager entries of hsma_trsm's solvers (hsma_trsm/solvers.py), on the same terms.
 //
 // torch.ops.hsma.trsm(...) reaches the dispatcher through a boxed call: the arguments are matched
 // to the schema by name and converted to a stack of IValues, then unboxed again for the kernels.
