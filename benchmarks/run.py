@@ -1566,16 +1566,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     t_start = time.perf_counter()
 
-    if args.device == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        device = torch.device(args.device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit("--device cuda asked for, but torch.cuda.is_available() is False")
-        if device.index is not None:
-            torch.cuda.set_device(device)
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = bu.resolve_device(args.device)
     is_cuda = device.type == "cuda"
     mode = _mode(is_cuda, args.quick, args.full)
     plan = PLANS[mode]

@@ -517,13 +517,7 @@ def main(argv=None) -> int:
         plot_map(rows, os.path.join(out, "shapes_map.png"))
         print(md)
         return 0
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit("--device cuda asked for, but torch.cuda.is_available() is False")
-        if device.index is not None:
-            torch.cuda.set_device(device)
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = bu.resolve_device(args.device)
     kind = "gpu" if device.type == "cuda" else "cpu"
     import hsma_trsm  # noqa: F401 - loads the extension (fails early if it is not built)
 

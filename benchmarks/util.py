@@ -325,6 +325,19 @@ def time_cuda_graph(
     return Timing.from_samples(samples, calls_per_sample=calls)
 
 
+def resolve_device(name: str = "auto") -> torch.device:
+    """The device a benchmark runs on: ``auto`` (CUDA if available, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
+    (made current; SystemExit when CUDA is asked for and not available)."""
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda asked for, but torch.cuda.is_available() is False")
+        if device.index is not None:
+            torch.cuda.set_device(device)
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def gpu_warmup(seconds: float = 0.5, device=None) -> None:
     """Keeps the GPU busy with matrix products for about ``seconds`` so clocks ramp up and
     lazy CUDA / cuBLAS initialisation is done before the first measurement."""

@@ -16,7 +16,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -59,27 +58,13 @@ bool parse_variant(const std::string& v, BlockedVariant* out) {
 
 Table parse_table(const std::string& path) {
   Table t;
-  std::ifstream in(path);
-  if (!in) {
-    t.error = "cannot open " + path;
-    return t;
-  }
-  std::string line;
-  int lineno = 0;
+  TableText text = read_table_text(path);
+  t.error = text.error;
+  t.gpu = text.gpu;
+  t.capability = text.capability;
+  if (!t.error.empty()) return t;
   bool header = false;
-  while (std::getline(in, line)) {
-    ++lineno;
-    line = trim(line);
-    if (line.empty()) continue;
-    if (line[0] == '#') {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
-        if (key == "gpu") t.gpu = value;
-        if (key == "capability") t.capability = value;
-      }
-      continue;
-    }
+  for (const auto& [lineno, line] : text.lines) {
     if (!header) {
       if (line != "dtype,size,nb,variant") {
         t.error = path + ":" + std::to_string(lineno) + ": expected the header 'dtype,size,nb,variant'";
@@ -108,7 +93,6 @@ Table parse_table(const std::string& path) {
     t.by_dtype[dtype].push_back(e);
   }
   if (!header) t.error = path + ": no 'dtype,size,nb,variant' header";
-  if (t.error.empty() && t.gpu.empty()) t.error = path + ": no '# gpu:' line";
   return t;
 }
 

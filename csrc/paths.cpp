@@ -83,27 +83,13 @@ const char* kHeader = "dtype,k,cols,batch,path";
 
 PathTable parse(const std::string& path) {
   PathTable t;
-  std::ifstream in(path);
-  if (!in) {
-    t.error = "cannot open " + path;
-    return t;
-  }
+  TableText text = read_table_text(path);
+  t.error = text.error;
+  t.gpu = text.gpu;
+  t.capability = text.capability;
+  if (!t.error.empty()) return t;
   std::vector<std::string> columns;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    line = trim(line);
-    if (line.empty()) continue;
-    if (line[0] == '#') {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
-        if (key == "gpu") t.gpu = value;
-        if (key == "capability") t.capability = value;
-      }
-      continue;
-    }
+  for (const auto& [lineno, line] : text.lines) {
     const std::vector<std::string> f = split(line);
     if (columns.empty()) {
       if (line.rfind(kHeader, 0) != 0) {
@@ -129,7 +115,6 @@ PathTable parse(const std::string& path) {
     t.by_dtype[f[0]].push_back(std::move(c));
   }
   if (columns.empty()) t.error = path + ": no '" + std::string(kHeader) + "' header";
-  if (t.error.empty() && t.gpu.empty()) t.error = path + ": no '# gpu:' line";
   return t;
 }
 
@@ -146,6 +131,33 @@ const char* dtype_name(c10::ScalarType t) {
 double log_of(int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); }
 
 }  // namespace
+
+TableText read_table_text(const std::string& path) {
+  TableText t;
+  std::ifstream in(path);
+  if (!in) {
+    t.error = "cannot open " + path;
+    return t;
+  }
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line[0] != '#') {
+      t.lines.emplace_back(lineno, line);
+      continue;
+    }
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
+    if (key == "gpu") t.gpu = value;
+    if (key == "capability") t.capability = value;
+  }
+  if (t.gpu.empty()) t.error = path + ": no '# gpu:' line";
+  return t;
+}
 
 PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explain, const std::string& table) {
   PathChoice choice;

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hsma {
 
@@ -49,6 +51,15 @@ struct PathChoice {
 // The table's path for the nearest cell; `explain`: fill the reason (a string built per call) also when found;
 // `table` "" is the GPU's table (paths_table_for).
 PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explain, const std::string& table = "");
+
+// The text of a tuning table (this one and the block-size table, blocking.cpp): the values of its '# gpu:' and
+// '# capability:' lines, and its other non-empty lines trimmed, with their line numbers (the header first); error
+// when it cannot be opened, or names no GPU.
+struct TableText {
+  std::string error, gpu, capability;
+  std::vector<std::pair<int, std::string>> lines;
+};
+TableText read_table_text(const std::string& path);
 
 // HSMA_TRSM_PATHS if set, else <package>/tuning/<gpu-slug>-sm<cc>-paths.csv; "" when no directory is known.
 std::string paths_table_for(const GpuIdentity& gpu);
