@@ -252,7 +252,7 @@ def _plan(plan_fn, shape: Shape, A, B) -> tuple:
     try:
         p = plan_fn(A, B, left=shape.left, upper=shape.upper, trans=shape.trans, unitriangular=shape.unit)
         return str(getattr(p, "path", "")), " ".join(str(getattr(p, "why", "")).split())
-    except Exception as e:  # noqa: BLE001 - the planner is being written; its failure is data
+    except Exception as e:  # noqa: BLE001 - a planner failure is data, not the run's end
         return "", "plan() failed: " + bm._short(e)
 
 

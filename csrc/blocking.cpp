@@ -41,14 +41,8 @@ struct Table {
 };
 
 std::mutex g_mutex;
-std::string g_table_dir;                 // set by the Python package at import
 std::map<std::string, Table> g_tables;   // parsed tables by path
 std::set<std::string> g_warned;
-
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
 
 bool parse_variant(const std::string& v, BlockedVariant* out) {
   if (v == "recursive") { *out = BlockedVariant::kRecursive; return true; }
@@ -86,7 +80,7 @@ Table parse_table(const std::string& path) {
     e.nb = std::strtoll(nb.c_str(), &end, 10);
     const bool nb_ok = end && *end == '\0' && e.nb >= 1 && e.nb <= kDiagInverseMaxNBHost;
     const bool dtype_ok = dtype == "float32" || dtype == "float64" || dtype == "complex64" || dtype == "complex128";
-    if (!size_ok || !nb_ok || !dtype_ok || !parse_variant(trim(variant), &e.variant)) {
+    if (!size_ok || !nb_ok || !dtype_ok || !parse_variant(trim_space(variant), &e.variant)) {
       t.error = path + ":" + std::to_string(lineno) + ": malformed row '" + line + "'";
       return t;
     }
@@ -96,41 +90,11 @@ Table parse_table(const std::string& path) {
   return t;
 }
 
-const char* dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kComplexFloat: return "complex64";
-    case at::kComplexDouble: return "complex128";
-    default: return "?";
-  }
-}
-
 void warn_once(const std::string& key, const std::string& msg) {
   if (g_warned.insert(key).second) TORCH_WARN("hsma_trsm: ", msg);
 }
 
-std::string gpu_slug(const std::string& name) {
-  std::string s;
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u)) s += static_cast<char>(std::tolower(u));
-    else if (!s.empty() && s.back() != '-') s += '-';
-  }
-  while (!s.empty() && s.back() == '-') s.pop_back();
-  return s;
-}
-
 }  // namespace
-
-std::string tuning_file_for(const GpuIdentity& gpu, const std::string& suffix) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_table_dir.empty()) return "";
-  std::string cc;
-  for (char c : gpu.capability)
-    if (c != '.') cc += c;
-  return g_table_dir + "/" + gpu_slug(gpu.name) + "-sm" + cc + suffix;
-}
 
 std::string table_path_for(const GpuIdentity& gpu) {
   const std::string env = table_path_from_env();
@@ -155,13 +119,12 @@ BlockPlan lookup_table(const std::string& path, const GpuIdentity& gpu, c10::Sca
     // A missing shipped table is normal on an untuned GPU; say so once, quietly different.
     warn_once(path, "no usable block-size table (" + t.error + "); using NB = " + std::to_string(kDefaultNB) +
                         ". Run `python -m benchmarks.tune` to measure one for this GPU.");
-  } else if (t.gpu != gpu.name ||
-             (!t.capability.empty() && !gpu.capability.empty() && t.capability != gpu.capability)) {
+  } else if (!measured_on(t.gpu, t.capability, gpu)) {
     warn_once(path + "|" + gpu.name, "block-size table " + path + " was measured on '" + t.gpu + "' (capability " +
                                          t.capability + "), not on this '" + gpu.name + "' (capability " +
                                          gpu.capability + "); using NB = " + std::to_string(kDefaultNB));
   } else {
-    auto e = t.by_dtype.find(dtype_name(dtype));
+    auto e = t.by_dtype.find(table_dtype_name(dtype));
     if (e != t.by_dtype.end() && !e->second.empty()) {
       const Entry* best = nullptr;
       double best_d = 0;
@@ -317,11 +280,6 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
 
 namespace {
 
-void set_tuning_dir(c10::string_view dir) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_table_dir = std::string(dir);
-}
-
 using PlanTuple = std::tuple<int64_t, std::string, int64_t, std::string, std::string, int64_t, int64_t, int64_t>;
 
 PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool a_shared, c10::string_view gpu,
@@ -338,7 +296,6 @@ PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool
 }  // namespace hsma
 
 TORCH_LIBRARY_FRAGMENT(hsma, m) {
-  m.def("_set_tuning_dir(str dir) -> ()", &hsma::set_tuning_dir);
   m.def("_block_plan(ScalarType dtype, int k, int rhs_cols, bool a_shared, str gpu, str capability, "
         "str table=\"\", int batch=1, str paths=\"\") -> (int, str, int, str, str, int, int, int)",
         &hsma::block_plan_op);

@@ -22,7 +22,8 @@ enum class BlockedVariant { kRecursive, kBlocked };
 const char* variant_name(BlockedVariant v);
 
 constexpr int64_t kDiagInverseMaxNBHost = 1024;  // = kDiagInverseMaxNB (kernels/trsm_problem.h)
-constexpr int64_t kDirectLeafMaxNB = 64;         // = kSmallMaxM: leaves the small kernels solve
+constexpr int64_t kSmallMaxOrder = 64;           // = kSmallMaxM: the small path's orders, on the host
+constexpr int64_t kDirectLeafMaxNB = kSmallMaxOrder;  // leaves the small kernels solve
 
 // What the plan depends on besides the GPU.
 struct BlockedShape {

@@ -113,6 +113,9 @@ const Key kKeys[] = {
      [](Overrides& o, const std::string& v) { return one_of_names(v, {"solve", "kernel"}, &o.inverse); }},
 };
 constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
+static_assert(static_cast<int>(LargePath::kBlocked) == 0 && static_cast<int>(LargePath::kSweep) == 1 &&
+                  static_cast<int>(LargePath::kAten) == 2,
+              "the override path's names are LargePath's, in its order");
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
@@ -225,8 +228,11 @@ std::string table_path_from_env() {
 }
 
 std::string paths_path_from_env() {
-  const char* env = std::getenv("HSMA_TRSM_PATHS");
-  return env != nullptr ? env : "";
+  static const std::string path = [] {  // once: the plan's memo (plan_hands_off) relies on it
+    const char* env = std::getenv("HSMA_TRSM_PATHS");
+    return std::string(env != nullptr ? env : "");
+  }();
+  return path;
 }
 
 }  // namespace hsma

@@ -67,7 +67,7 @@ void set_overrides(const std::string& spec);
 
 // HSMA_TRSM_TABLE, the users' block-size table path; "" when unset.
 std::string table_path_from_env();
-// HSMA_TRSM_PATHS, the users' path table (csrc/paths.h); "" when unset.
+// HSMA_TRSM_PATHS, the users' path table (csrc/paths.h), read once; "" when unset.
 std::string paths_path_from_env();
 
 }  // namespace hsma

@@ -1,10 +1,13 @@
-// The per-GPU path table (paths.h): parsed once per file, looked up at the nearest grid cell.
+// The per-GPU path table (paths.h): parsed once per file, looked up at the nearest grid cell; and what both tuning
+// tables share (their location, their text).
 #include "paths.h"
 
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -51,16 +54,11 @@ std::mutex g_mutex;
 std::map<std::string, PathTable> g_tables;
 std::set<std::string> g_warned;
 
-std::string trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> out;
   std::stringstream ss(line);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(trim(item));
+  while (std::getline(ss, item, ',')) out.push_back(trim_space(item));
   return out;
 }
 
@@ -118,7 +116,35 @@ PathTable parse(const std::string& path) {
   return t;
 }
 
-const char* dtype_name(c10::ScalarType t) {
+std::mutex g_dir_mutex;
+std::string g_table_dir;  // set by the Python package at import
+
+std::string gpu_slug(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) s += static_cast<char>(std::tolower(u));
+    else if (!s.empty() && s.back() != '-') s += '-';
+  }
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  return s;
+}
+
+void set_tuning_dir(c10::string_view dir) {
+  std::lock_guard<std::mutex> lock(g_dir_mutex);
+  g_table_dir = std::string(dir);
+}
+
+double log_of(int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); }
+
+}  // namespace
+
+std::string trim_space(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+const char* table_dtype_name(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Float: return "float32";
     case c10::ScalarType::Double: return "float64";
@@ -128,9 +154,18 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
-double log_of(int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); }
+bool measured_on(const std::string& gpu, const std::string& capability, const GpuIdentity& id) {
+  return gpu == id.name && (capability.empty() || id.capability.empty() || capability == id.capability);
+}
 
-}  // namespace
+std::string tuning_file_for(const GpuIdentity& gpu, const std::string& suffix) {
+  std::lock_guard<std::mutex> lock(g_dir_mutex);
+  if (g_table_dir.empty()) return "";
+  std::string cc;
+  for (char c : gpu.capability)
+    if (c != '.') cc += c;
+  return g_table_dir + "/" + gpu_slug(gpu.name) + "-sm" + cc + suffix;
+}
 
 TableText read_table_text(const std::string& path) {
   TableText t;
@@ -143,7 +178,7 @@ TableText read_table_text(const std::string& path) {
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
-    line = trim(line);
+    line = trim_space(line);
     if (line.empty()) continue;
     if (line[0] != '#') {
       t.lines.emplace_back(lineno, line);
@@ -151,7 +186,7 @@ TableText read_table_text(const std::string& path) {
     }
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(1, colon - 1)), value = trim(line.substr(colon + 1));
+    const std::string key = trim_space(line.substr(1, colon - 1)), value = trim_space(line.substr(colon + 1));
     if (key == "gpu") t.gpu = value;
     if (key == "capability") t.capability = value;
   }
@@ -177,13 +212,15 @@ PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explai
                  "benchmarks.tune_paths` to measure one for this GPU.");
     return choice;
   }
-  if (t.gpu != gpu.name || (!t.capability.empty() && !gpu.capability.empty() && t.capability != gpu.capability)) {
+  if (!measured_on(t.gpu, t.capability, gpu)) {
     choice.reason = "path table " + path + " was measured on '" + t.gpu + "', not on '" + gpu.name + "'";
+    if (table.empty() && g_warned.insert(path + "|" + gpu.name).second)
+      TORCH_WARN("hsma_trsm: ", choice.reason, "; orders above 64 take the path by rule.");
     return choice;
   }
-  const auto e = t.by_dtype.find(dtype_name(cell.dtype));
+  const auto e = t.by_dtype.find(table_dtype_name(cell.dtype));
   if (e == t.by_dtype.end() || e->second.empty()) {
-    choice.reason = "path table " + path + " has no " + dtype_name(cell.dtype) + " rows";
+    choice.reason = "path table " + path + " has no " + table_dtype_name(cell.dtype) + " rows";
     return choice;
   }
   // The nearest cell: the smallest sum of the log gaps in k, cols and batch (ties: the first row).
@@ -212,3 +249,5 @@ std::string paths_table_for(const GpuIdentity& gpu) {
 }
 
 }  // namespace hsma
+
+TORCH_LIBRARY_FRAGMENT(hsma, m) { m.def("_set_tuning_dir(str dir) -> ()", &hsma::set_tuning_dir); }

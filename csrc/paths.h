@@ -8,8 +8,10 @@
 //   # capability: 9.0
 //   dtype,k,cols,batch,path,<time columns...>
 //   float32,1024,1,1,sweep,...
-// Resolution: HSMA_TRSM_PATHS=path if set, else <package>/tuning/<gpu-slug>-sm<cc>-paths.csv. Without a usable
-// table for the GPU the plan falls back to its rules (csrc/blocking.cpp) and says so in its reason.
+// Resolution: HSMA_TRSM_PATHS=path (read once, when the library loads) if set, else
+// <package>/tuning/<gpu-slug>-sm<cc>-paths.csv. Without a usable table for the GPU the plan falls back to its rules
+// (csrc/blocking.cpp), says so in its reason, and warns once. This file also holds what both tuning tables share:
+// where they are, and how their text is read.
 #pragma once
 #include <c10/core/ScalarType.h>
 
@@ -52,6 +54,12 @@ struct PathChoice {
 // `table` "" is the GPU's table (paths_table_for).
 PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explain, const std::string& table = "");
 
+// Helpers of both tables' readers: s without surrounding white space; a dtype's name in the tables ("float32", ...;
+// "?" for others); whether a table's '# gpu:' and '# capability:' values name this GPU.
+std::string trim_space(const std::string& s);
+const char* table_dtype_name(c10::ScalarType t);
+bool measured_on(const std::string& gpu, const std::string& capability, const GpuIdentity& id);
+
 // The text of a tuning table (this one and the block-size table, blocking.cpp): the values of its '# gpu:' and
 // '# capability:' lines, and its other non-empty lines trimmed, with their line numbers (the header first); error
 // when it cannot be opened, or names no GPU.
@@ -64,7 +72,8 @@ TableText read_table_text(const std::string& path);
 // HSMA_TRSM_PATHS if set, else <package>/tuning/<gpu-slug>-sm<cc>-paths.csv; "" when no directory is known.
 std::string paths_table_for(const GpuIdentity& gpu);
 
-// <package>/tuning/<gpu-slug>-sm<cc><suffix>, "" when the package has not set its directory (blocking.cpp).
+// <package>/tuning/<gpu-slug>-sm<cc><suffix>, "" when the package has not set its directory
+// (torch.ops.hsma._set_tuning_dir, at import).
 std::string tuning_file_for(const GpuIdentity& gpu, const std::string& suffix);
 
 }  // namespace hsma

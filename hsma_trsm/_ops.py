@@ -36,7 +36,7 @@ _C = _load_library()
 # Under torch.compile, Dynamo traces the public functions: they take torch.ops.hsma.trsm there
 # (Dynamo cannot trace into _C.trsm, a C function).
 _is_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
-# The C++ side finds the shipped block-size tables (hsma_trsm/tuning/*.csv) here.
+# The C++ side finds the shipped tuning tables (block sizes and paths, hsma_trsm/tuning/*.csv) here.
 torch.ops.hsma._set_tuning_dir(os.path.join(_HERE, "tuning"))
 
 

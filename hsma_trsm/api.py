@@ -242,9 +242,11 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
     return out
 
 
+@torch.compiler.disable
 def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
     r"""Which path :func:`trsm` (and so :func:`solve_triangular`, the solvers and the switch) takes for these
-    operands, and why. Nothing is solved; only shapes, dtypes, strides and the device are read.
+    operands, and why. Nothing is solved: only the operands' shapes, dtypes and device are read. Eager only (it is
+    not traced by torch.compile).
 
     Args:
         A (Tensor): ``(*, k, k)``; B (Tensor): ``(*, m, n)``; ``left``, ``upper``, ``trans``, ``unitriangular``
@@ -262,9 +264,9 @@ def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
 
     Example::
 
-        >>> L = torch.linalg.cholesky(K)            # (1000, 1000) on CUDA
-        >>> hsma_trsm.plan(L, y, upper=False).path  # y: (1000, 1)
-        'sweep'
+        >>> L = torch.linalg.cholesky(K)          # (1000, 1000) on CUDA
+        >>> hsma_trsm.plan(L, Y, upper=False)      # Y: (1000, 8)
+        Plan(path='sweep', why='sweep (row block 64, panel 8 columns, ...); path table ..., cell (k 1024, cols 8, ...')
 
     Method: csrc/blocking.cpp (plan_blocking) from the GPU's path table (``hsma_trsm/tuning/<gpu>-paths.csv``,
     measured by ``python -m benchmarks.tune_paths``; ``HSMA_TRSM_PATHS`` names another) and block-size table.

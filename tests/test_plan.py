@@ -5,6 +5,7 @@ and every forced path run on the GPU where there is one."""
 import csv
 import math
 import os
+import random
 
 import pytest
 import torch
@@ -55,6 +56,27 @@ def test_plan_takes_each_cell_path_of_the_shipped_table(hsma_overrides):
         plan = _plan(r["dtype"], k, cols, batch)
         assert plan.path == r["path"], (r, plan)
         assert f"cell (k {k}, cols {cols}, batch {batch})" in plan.source
+
+
+@needs_h200_table
+def test_plan_takes_the_nearest_cell_off_the_grid(hsma_overrides):
+    """Random shapes between the grid's cells take the path of the nearest cell (the sum of the log gaps in k, cols
+    and batch), found here independently of the C++ lookup."""
+    torch.ops.hsma._set_overrides("")
+    rows = read_table(H200_PATHS)
+    rng = random.Random(51)
+    for _ in range(300):
+        dtype = rng.choice(list(DTYPES))
+        k, cols, batch = (round(math.exp(rng.uniform(math.log(lo), math.log(hi)))) for lo, hi in
+                          [(65, 9000), (1, 5000), (1, 3000)])
+        gap = lambda r: sum(abs(math.log(int(r[c])) - math.log(v)) for c, v in  # noqa: E731
+                            [("k", k), ("cols", cols), ("batch", batch)])
+        cells = [r for r in rows if r["dtype"] == dtype]
+        best = min(gap(r) for r in cells)
+        nearest = [r for r in cells if gap(r) - best < 1e-9]
+        if len(nearest) > 1 and len({r["path"] for r in nearest}) > 1:
+            continue  # a tie between cells of different paths: either is right
+        assert _plan(dtype, k, cols, batch).path == nearest[0]["path"], (dtype, k, cols, batch, nearest[0])
 
 
 def _write(path, rows, gpu="NVIDIA H200", header="dtype,k,cols,batch,path,blocked_us,aten_us"):
@@ -128,11 +150,10 @@ def test_public_plan_names_the_path(device):
     assert isinstance(plan, hsma_trsm.Plan) and plan.why
     if device == "cpu":
         assert plan.path == "lapack"
-    else:
-        assert plan.path in ("blocked", "sweep", "aten")
-        small = hsma_trsm.plan(A[:64, :64], B[:64], upper=False)
-        assert small.path == "small"
-        assert hsma_trsm.plan(A, B[:, :0]).path == "empty"
+    else:  # the operands' cell: order 100, 3 columns, one matrix
+        assert plan.path == _ops.block_plan(torch.float64, 100, 3).path
+        assert hsma_trsm.plan(A[:64, :64], B[:64], upper=False).path == "small"
+    assert hsma_trsm.plan(A, B[:, :0]).path == "empty"
     # Mixed dtypes are promoted as trsm promotes them; wrong arguments raise trsm's errors.
     assert hsma_trsm.plan(A, B.float(), left=True).path == plan.path
     with pytest.raises(TypeError, match="upper"):
@@ -151,4 +172,36 @@ def test_every_path_solves(device, path, dtype, hsma_overrides):
         B = make_rhs((2, 150, cols) if left else (2, cols, 150), dtype=dtype, device=device)
         X = call_and_check(A, B, left=left, upper=True, trans=trans, alpha=0.5)
         assert X.is_contiguous()
-        assert hsma_trsm.plan(A, B, left=left, upper=True, trans=trans).path == path
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64], ids=["float64", "complex64"])
+def test_hand_off_is_torchs_own_call(device, dtype, hsma_overrides):
+    """Where the plan hands a solve to torch, the drop-in and the switch give torch's result, strides and gradients
+    bit for bit, in eager mode and in a CUDA graph; trsm gives the same values, contiguous."""
+    hsma_overrides(path="aten")
+    A = make_triangular(120, batch=(3,), dtype=dtype, device=device, fill=0.0).requires_grad_()
+    B = make_rhs((3, 120, 7), dtype=dtype, device=device).requires_grad_()
+    G = make_rhs((3, 120, 7), dtype=dtype, device=device)
+    assert hsma_trsm.plan(A, B, upper=False).path == "aten"
+    R = torch.linalg.solve_triangular(A, B, upper=False)
+    gR = torch.autograd.grad(R, (A, B), G)
+
+    def switched():
+        with hsma_trsm.enabled():
+            return torch.linalg.solve_triangular(A, B, upper=False)
+
+    for solve in (lambda: hsma_trsm.solve_triangular(A, B, upper=False), switched):
+        X = solve()
+        assert torch.equal(X, R) and X.stride() == R.stride()
+        assert all(torch.equal(g, r) for g, r in zip(torch.autograd.grad(X, (A, B), G), gR))
+    T = hsma_trsm.trsm(A.detach(), B.detach())
+    assert T.is_contiguous() and torch.equal(T, R.detach())
+    Ad, Bd = A.detach(), B.detach()
+    hsma_trsm.solve_triangular(Ad, Bd, upper=False)  # warm-up before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        Xg = hsma_trsm.solve_triangular(Ad, Bd, upper=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(Xg, R.detach())

@@ -20,7 +20,7 @@ namespace hsma {
 namespace {
 
 // The host constants of blocking.h against the kernels' own.
-static_assert(kDirectLeafMaxNB == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
+static_assert(kSmallMaxOrder == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
               "blocking.h's limits must be the kernels' (kernels/trsm_problem.h)");
 
 // Name and compute capability of device `dev`, queried once per device.

@@ -91,7 +91,7 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   // Through the out= overload, which the switch never routes, into torch's own column-major result, then one copy
   // into X: torch makes the call of its functional form whatever X's layout (into a row-major X it would solve the
   // transposed equation, up to 2x slower on CUDA for a few columns, and with other bits on the CPU). A single
-  // column is row- and column-major alike: X itself, with torch's strides, and no copy.
+  // column is row- and column-major alike: a dense X itself, with torch's strides, and no copy.
   if (X.scalar_type() != Bw.scalar_type()) {  // bfloat16 / float16: solved in float32, rounded once
     at::Tensor R = at::empty(X.sizes(), Bw.options());
     aten_solve_into(Aw, Bw, args, R);
@@ -100,7 +100,7 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   }
   at::Tensor out = X;
   const int64_t d = X.dim();
-  if (X.size(d - 1) == 1 && X.size(d - 2) > 1) {
+  if (X.size(d - 1) == 1 && X.size(d - 2) > 1 && X.is_contiguous()) {
     std::vector<int64_t> strides = X.strides().vec();
     strides[d - 1] = X.size(d - 2);
     strides[d - 2] = 1;
@@ -114,7 +114,7 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 
 bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                     bool unit) {
-  if (!A.is_cuda() || A.dim() < 2 || B.dim() < 2 || A.size(-1) != A.size(-2) || A.size(-1) <= kDirectLeafMaxNB ||
+  if (!A.is_cuda() || A.dim() < 2 || B.dim() < 2 || A.size(-1) != A.size(-2) || A.size(-1) <= kSmallMaxOrder ||
       A.size(-1) != B.size(left ? -2 : -1) || A.device() != B.device() || A.scalar_type() != B.scalar_type() ||
       half_dtype(A.scalar_type()) || !supported_dtype(A.scalar_type()))
     return false;
