@@ -60,9 +60,11 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
             :class:`UnsupportedDtypeError` (a TypeError) for an unsupported dtype.
         ValueError: ``trans`` not one of ``'N'``, ``'T'``, ``'C'``.
 
-    Method: on CUDA, k <= 64 is the shared-memory direct solve and larger k the blocked TRSM with
+    Method: on CUDA, k <= 64 is the shared-memory direct solve; above, the GPU's measured path table
+    (:func:`plan` says which) picks the sweep (one launch for a few columns), the blocked TRSM with
     inverted diagonal blocks and GEMM updates, after the HSMA-TRSM paper ("Hierarchical Shared
-    Memory-Aware Optimization for TRSM on GPU Platforms"); on CPU, LAPACK ``?trsm`` through ATen.
+    Memory-Aware Optimization for TRSM on GPU Platforms"), or torch's own cuBLAS kernel where neither
+    is faster; on CPU, LAPACK ``?trsm`` through ATen.
     Differentiable in reverse mode (first and higher order) and forward mode (torch.func.jvp,
     torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
     formulas are registered in C++.
@@ -160,7 +162,8 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     half types solved in float32 as there. Argument types as torch checks them: A, B and ``out``
     must be Tensors and ``upper``, ``left``, ``unitriangular`` bools (TypeError naming the
     argument); errors otherwise as :func:`trsm`. Method and differentiability (reverse, forward,
-    higher order, vmap) as :func:`trsm`.
+    higher order, vmap) as :func:`trsm`; where the plan hands a CUDA solve to torch's kernel, the eager
+    call is ``torch.linalg.solve_triangular`` itself (its column-major layout and autograd).
     """
     if out is None and not _is_compiling():
         X = _C.solve_triangular(A, B, upper, left, unitriangular)  # the eager entry, as in trsm()
