@@ -118,6 +118,20 @@ bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool up
       A.size(-1) != B.size(left ? -2 : -1) || A.device() != B.device() || A.scalar_type() != B.scalar_type() ||
       half_dtype(A.scalar_type()) || !supported_dtype(A.scalar_type()))
     return false;
+  // The last answer of this thread, for a training loop's repeated calls: the same overrides object (a new one on
+  // every change), device, dtype, side and operand sizes give the same plan.
+  struct Memo {
+    const Overrides* o = nullptr;
+    int device = -1;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    bool left = true, hands_off = false;
+    std::vector<int64_t> a_sizes, b_sizes;
+  };
+  thread_local Memo memo;
+  const Overrides* o = &overrides();
+  if (memo.o == o && memo.device == A.get_device() && memo.dtype == A.scalar_type() && memo.left == left &&
+      A.sizes() == c10::IntArrayRef(memo.a_sizes) && B.sizes() == c10::IntArrayRef(memo.b_sizes))
+    return memo.hands_off;
   const GpuIdentity* gpu = gpu_identity(A.get_device());
   if (gpu == nullptr) return false;
   TrsmShape s;
@@ -126,23 +140,14 @@ bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool up
   } catch (const c10::Error&) {  // e.g. batch dims that do not broadcast: trsm raises its own error
     return false;
   }
-  const BlockedShape shape = blocked_shape(A, left, s);
-  // The last answer of this thread, for a training loop's repeated calls: the same device, shape and overrides
-  // object (a new one on every change) give the same plan.
-  struct Memo {
-    const Overrides* o = nullptr;
-    int device = -1;
-    c10::ScalarType dtype = c10::ScalarType::Undefined;
-    int64_t k = 0, rhs_cols = 0, batch = 0;
-    bool a_shared = false, hands_off = false;
-  };
-  thread_local Memo memo;
-  const Overrides* o = &overrides();
-  if (memo.o == o && memo.device == A.get_device() && memo.dtype == shape.dtype && memo.k == shape.k &&
-      memo.rhs_cols == shape.rhs_cols && memo.batch == shape.batch && memo.a_shared == shape.a_shared)
-    return memo.hands_off;
-  const bool hands_off = plan_blocking(*gpu, shape, *o).path == LargePath::kAten;
-  memo = Memo{o, A.get_device(), shape.dtype, shape.k, shape.rhs_cols, shape.batch, shape.a_shared, hands_off};
+  const bool hands_off = plan_blocking(*gpu, blocked_shape(A, left, s), *o).path == LargePath::kAten;
+  memo.o = o;
+  memo.device = A.get_device();
+  memo.dtype = A.scalar_type();
+  memo.left = left;
+  memo.a_sizes.assign(A.sizes().begin(), A.sizes().end());
+  memo.b_sizes.assign(B.sizes().begin(), B.sizes().end());
+  memo.hands_off = hands_off;
   return hands_off;
 }
 
