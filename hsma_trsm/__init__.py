@@ -31,5 +31,14 @@ from .api import Plan, UnsupportedDtypeError, inverse_triangular, plan, solve_tr
 from .solvers import cholesky_inverse, cholesky_solve, lu_solve
 from .switch import disable, enable, enabled, is_enabled
 
+try:  # DTensor sharding strategies of torch.ops.hsma (a torch without torch.distributed has no DTensor)
+    from . import distributed  # noqa: F401
+except ImportError:
+    pass
+except Exception as _e:  # noqa: BLE001 - DTensor internals of another torch: the rest of hsma_trsm still works
+    import warnings as _warnings
+
+    _warnings.warn(f"hsma_trsm: DTensor support is off ({type(_e).__name__}: {_e})", stacklevel=2)
+
 __all__ = ["inverse_triangular", "plan", "Plan", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError",
            "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]

@@ -1,5 +1,6 @@
 """Public Python API of hsma_trsm."""
 import collections
+import contextlib
 import numbers
 import warnings
 
@@ -234,11 +235,13 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
     if isinstance(A, torch.Tensor) and A.dtype not in _SOLVER_DTYPES:
         raise _unsupported(fn, A.dtype)
     if out is None:
-        return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+        with _identities_replicated(A):
+            return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
     if torch.is_grad_enabled() and (A.requires_grad or out.requires_grad):
         raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, "
                            "but one of the arguments requires grad.")
-    X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+    with _identities_replicated(A):
+        X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
     if _check_out(fn, out, X, stacklevel=3):
         out.resize_(X.shape)
     out.copy_(X)
@@ -277,6 +280,19 @@ def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
     _check_args("hsma_trsm.plan", A, B, left, upper, unitriangular, trans, 1)
     A, B = _promote("hsma_trsm.plan", A, B)
     return Plan(*torch.ops.hsma._plan(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular))
+
+
+def _identities_replicated(*tensors):
+    """For ops that build a plain identity inside (trtri's autograd, cholesky_inverse): with a DTensor operand,
+    plain tensors count as replicated in the block (:func:`hsma_trsm.distributed.replicating`), else DTensor
+    refuses the mix; a context that does nothing for plain tensors and under torch.compile."""
+    if _is_compiling() or all(type(t) is torch.Tensor for t in tensors):
+        return contextlib.nullcontext()
+    try:
+        from .distributed import replicating
+    except ImportError:  # a torch without torch.distributed: no DTensor either
+        return contextlib.nullcontext()
+    return replicating(*tensors)
 
 
 def _typename(obj):

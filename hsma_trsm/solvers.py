@@ -11,7 +11,7 @@ import torch
 from torch.overrides import handle_torch_function, has_torch_function
 
 from ._ops import _C, _is_compiling
-from .api import _SOLVER_DTYPES, _check_bool, _typename, _unsupported
+from .api import _SOLVER_DTYPES, _check_bool, _identities_replicated, _typename, _unsupported
 
 __all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
 
@@ -85,7 +85,8 @@ def cholesky_inverse(L, upper=False):
         return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
     _check_tensor("cholesky_inverse", "L", 1, L)
     _check_bool("hsma_trsm.cholesky_inverse", "upper", upper)
-    return _cholesky_inverse(L, upper)
+    with _identities_replicated(L):  # DTensor L: the identity the op solves against counts as replicated
+        return _cholesky_inverse(L, upper)
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
