@@ -34,9 +34,7 @@ struct Entry {
   BlockedVariant variant;
 };
 
-struct Table {
-  std::string error;  // empty when loaded
-  std::string gpu, capability;
+struct Table : TableMeta {  // error empty when loaded
   std::map<std::string, std::vector<Entry>> by_dtype;
 };
 
@@ -52,10 +50,8 @@ bool parse_variant(const std::string& v, BlockedVariant* out) {
 
 Table parse_table(const std::string& path) {
   Table t;
-  TableText text = read_table_text(path);
-  t.error = text.error;
-  t.gpu = text.gpu;
-  t.capability = text.capability;
+  const TableText text = read_table_text(path);
+  static_cast<TableMeta&>(t) = text;
   if (!t.error.empty()) return t;
   bool header = false;
   for (const auto& [lineno, line] : text.lines) {

@@ -44,9 +44,7 @@ struct Cell {
   std::string times;  // "name value, ..." of the measured columns
 };
 
-struct PathTable {
-  std::string error;  // empty when loaded
-  std::string gpu, capability;
+struct PathTable : TableMeta {  // error empty when loaded
   std::map<std::string, std::vector<Cell>> by_dtype;
 };
 
@@ -81,10 +79,8 @@ const char* kHeader = "dtype,k,cols,batch,path";
 
 PathTable parse(const std::string& path) {
   PathTable t;
-  TableText text = read_table_text(path);
-  t.error = text.error;
-  t.gpu = text.gpu;
-  t.capability = text.capability;
+  const TableText text = read_table_text(path);
+  static_cast<TableMeta&>(t) = text;
   if (!t.error.empty()) return t;
   std::vector<std::string> columns;
   for (const auto& [lineno, line] : text.lines) {

@@ -63,8 +63,10 @@ bool measured_on(const std::string& gpu, const std::string& capability, const Gp
 // The text of a tuning table (this one and the block-size table, blocking.cpp): the values of its '# gpu:' and
 // '# capability:' lines, and its other non-empty lines trimmed, with their line numbers (the header first); error
 // when it cannot be opened, or names no GPU.
-struct TableText {
+struct TableMeta {
   std::string error, gpu, capability;
+};
+struct TableText : TableMeta {
   std::vector<std::pair<int, std::string>> lines;
 };
 TableText read_table_text(const std::string& path);
