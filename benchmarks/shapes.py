@@ -409,6 +409,7 @@ def write_outputs(out: str, rows, header) -> list:
     os.makedirs(out, exist_ok=True)
     paths = [os.path.join(out, "shapes.csv"), os.path.join(out, "shapes.md")]
     bu.write_csv(paths[0], rows, COLUMNS, header)
+    _, rows = bu.read_csv(paths[0])  # the summary of the CSV's rounded values, as --report gives it
     md = summarize(rows)
     with open(paths[1], "w") as f:
         f.write("\n".join(f"- {k}: {v}" for k, v in header) + "\n\n" + md)
