@@ -111,6 +111,12 @@ def _result_shape(A, B, left):
         A.dtype == B.dtype,
         lambda: f"hsma::trsm: A and B must have the same dtype, got {A.dtype} and {B.dtype}",
     )
+    # Reached with a meta operand beside a real one too (the dispatcher picks the Meta kernel): that mix is refused
+    # as the real kernels refuse any two devices, where torch's meta functions would return a meta tensor.
+    torch._check(
+        A.device == B.device,
+        lambda: f"hsma::trsm: A and B must be on the same device, got A on {A.device} and B on {B.device}",
+    )
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     return (*batch, m, n)
 
