@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,10 +57,23 @@ struct TrsmShape {
   }
 };
 
-// The dtypes the op takes: float32, float64, complex64, complex128, and the half types below.
-bool supported_dtype(at::ScalarType t);
-// bfloat16 and float16: solved in float32 arithmetic, the result rounded once to the input's dtype.
-bool half_dtype(at::ScalarType t);
+// The dtypes trsm and trtri take, in the order errors and hsma_trsm._C.trsm_dtypes list them; the last two are
+// the half types, solved in float32 arithmetic with the result rounded once to the input's dtype. The solvers
+// (cholesky_solve, cholesky_inverse, lu_solve) take the first four, as torch's do. Python reads these lists
+// (hsma_trsm._C), it keeps no copy.
+inline constexpr std::array<at::ScalarType, 6> kTrsmDtypes = {at::kFloat,         at::kDouble,   at::kComplexFloat,
+                                                              at::kComplexDouble, at::kBFloat16, at::kHalf};
+inline constexpr std::array<at::ScalarType, 2> kHalfDtypes = {at::kBFloat16, at::kHalf};
+inline constexpr std::array<at::ScalarType, 4> kSolverDtypes = {at::kFloat, at::kDouble, at::kComplexFloat,
+                                                                at::kComplexDouble};
+template <size_t N> constexpr bool dtype_in(const std::array<at::ScalarType, N>& set, at::ScalarType t) {
+  for (const auto s : set)
+    if (s == t) return true;
+  return false;
+}
+inline bool supported_dtype(at::ScalarType t) { return dtype_in(kTrsmDtypes, t); }
+inline bool half_dtype(at::ScalarType t) { return dtype_in(kHalfDtypes, t); }
+inline bool solver_dtype(at::ScalarType t) { return dtype_in(kSolverDtypes, t); }
 // t converted to float32, its broadcast (stride-0) dims converted once and expanded again.
 at::Tensor as_float32(const at::Tensor& t);
 // `what(S)` for each of their C++ types (explicit instantiations of the CUDA backend's templates).

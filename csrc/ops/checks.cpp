@@ -25,12 +25,6 @@ TrsmArgs make_args(bool left, bool upper, c10::string_view trans, bool unit, con
   return TrsmArgs{left, upper, parse_trans(trans), unit, alpha};
 }
 
-bool supported_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble || half_dtype(t);
-}
-
-bool half_dtype(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
 at::Tensor as_float32(const at::Tensor& t) {
   // Broadcast (stride-0) dims are converted once and expanded again: an expanded identity stays a view.
   std::vector<int64_t> sizes = t.sizes().vec();

@@ -18,6 +18,7 @@
 // The checks cost nothing on this path: they only run after a decline. The solvers' entries decline
 // whatever torch's function would not take as given (solvers.h: operands_fit, pivots_fit), so that
 // solvers.py raises torch's error or converts.
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -26,6 +27,7 @@
 #include <torch/version.h>
 
 #include "ops/solvers.h"
+#include "ops/switch.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -257,4 +259,56 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",
 }  // namespace
 }  // namespace hsma
 
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&hsma::module_def); }
+namespace hsma {
+namespace {
+
+// A tuple of the dtypes in `set`, as torch.dtype objects; nullptr with a Python error set on failure.
+template <size_t N> PyObject* dtype_tuple(const std::array<at::ScalarType, N>& set) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(N));
+  if (t == nullptr) return nullptr;
+  for (size_t i = 0; i < N; ++i) {
+    PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(set[i]));
+    Py_INCREF(d);
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), d);
+  }
+  return t;
+}
+
+PyObject* str_tuple(const std::array<const char*, kRoutedOps.size()>& names) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(names.size()));
+  if (t == nullptr) return nullptr;
+  for (size_t i = 0; i < names.size(); ++i) {
+    PyObject* s = PyUnicode_FromString(names[i]);
+    if (s == nullptr) {
+      Py_DECREF(t);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), s);
+  }
+  return t;
+}
+
+// The module's constants: the C++ decisions Python reads instead of copying them (trsm.h, ops/switch.h).
+bool add_constants(PyObject* module) {
+  const std::pair<const char*, PyObject*> items[] = {{"trsm_dtypes", dtype_tuple(kTrsmDtypes)},
+                                                     {"half_dtypes", dtype_tuple(kHalfDtypes)},
+                                                     {"solver_dtypes", dtype_tuple(kSolverDtypes)},
+                                                     {"routed_ops", str_tuple(kRoutedOps)}};
+  bool ok = true;
+  for (const auto& [name, value] : items) {
+    if (value == nullptr || PyModule_AddObject(module, name, value) != 0) {
+      Py_XDECREF(value);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+}  // namespace hsma
+
+PyMODINIT_FUNC PyInit__C() {
+  PyObject* module = PyModule_Create(&hsma::module_def);
+  if (module != nullptr && !hsma::add_constants(module)) Py_CLEAR(module);
+  return module;
+}

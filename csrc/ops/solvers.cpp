@@ -17,9 +17,13 @@
 namespace hsma {
 
 static bool solvable(const at::Tensor& t) {
-  const auto s = t.scalar_type();
-  return t.layout() == at::kStrided && t.dim() >= 2 &&
-         (s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble);
+  return t.layout() == at::kStrided && t.dim() >= 2 && solver_dtype(t.scalar_type());
+}
+
+// NotImplementedError, as torch's solvers raise, for a dtype they have no kernel for (bfloat16, float16, ...).
+static void check_solver_dtype(const at::Tensor& t, const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(solver_dtype(t.scalar_type()), op, ": no solver for dtype ", t.scalar_type(),
+                              " (float32, float64, complex64, complex128, as torch's)");
 }
 
 // Batch dims (all but the last two) that broadcast.
@@ -43,6 +47,7 @@ bool pivots_fit(const at::Tensor& LU, const at::Tensor& pivots) {
 }
 
 at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper) {
+  check_solver_dtype(L, "hsma::cholesky_solve");
   if (upper) {  // A = U^H U: U^H Y = B, then U X = Y as X^T U^T = Y^T
     const at::Tensor Y = call_trsm(L, B, true, true, "C", false, 1);
     return call_trsm(L, Y.mT(), false, true, "T", false, 1).mT();
@@ -53,6 +58,7 @@ at::Tensor cholesky_solve(const at::Tensor& B, const at::Tensor& L, bool upper) 
 }
 
 at::Tensor cholesky_inverse(const at::Tensor& L, bool upper) {
+  check_solver_dtype(L, "hsma::cholesky_inverse");
   const at::Tensor I = at::eye(L.size(-1), L.options());
   return hsma::cholesky_solve(I, L, upper);
 }
@@ -86,6 +92,7 @@ static std::vector<int64_t> with_tail(std::vector<int64_t> batch, std::initializ
 }
 
 at::Tensor lu_solve(const at::Tensor& LU, const at::Tensor& pivots, const at::Tensor& B, bool left, bool adjoint) {
+  check_solver_dtype(LU, "hsma::lu_solve");
   const int64_t k = LU.size(-1), rows = B.size(-2), cols = B.size(-1);
   // With A = P L U: left, A X = B: X = U^-1 L^-1 P^T B; adjoint: X = P L^-H U^-H B;
   // right, X A = B: X = B U^-1 L^-1 P^T; adjoint: X = B P L^-H U^-H. P^T B gathers B's rows by the

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "solvers.h"
+#include "switch.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -32,8 +33,8 @@ namespace {
 
 // The routable operators, in the order of _routed_calls().
 enum Op { kSolveTriangular, kTriangularSolve, kCholeskySolve, kCholeskyInverse, kLuSolve, kOps };
-constexpr std::array<const char*, kOps> kOpNames = {"linalg_solve_triangular", "triangular_solve", "cholesky_solve",
-                                                    "cholesky_inverse", "linalg_lu_solve"};
+static_assert(kRoutedOps.size() == kOps, "kRoutedOps (switch.h) lists the operators of Op, in its order");
+constexpr const auto& kOpNames = kRoutedOps;
 std::array<std::atomic<int64_t>, kOps> served{};
 
 thread_local bool inside = false;  // a switch kernel runs on this thread
@@ -128,7 +129,9 @@ void register_op(torch::Library& lib, const std::string& op, c10::DispatchKey ke
   } else if (op == kOpNames[kLuSolve]) {
     lib.impl(op.c_str(), torch::dispatch(key, TORCH_FN(lu_solve_k)));
   } else {
-    TORCH_CHECK_VALUE(false, "hsma::_route: unknown operator '", op, "'");
+    std::string known;
+    for (const char* name : kOpNames) known += std::string(known.empty() ? "" : ", ") + name;
+    TORCH_CHECK_VALUE(false, "hsma_trsm.enable: unknown operator '", op, "' (routable: ", known, ")");
   }
 }
 
@@ -148,9 +151,13 @@ class Quiet : public c10::WarningHandler {
 void route(std::vector<std::string> ops, std::vector<std::string> keys) {
   std::vector<c10::DispatchKey> parsed;
   for (const auto& key : keys) {
-    const c10::DispatchKey k = c10::parseDispatchKey(key);
+    c10::DispatchKey k = c10::DispatchKey::Undefined;
+    try {
+      k = c10::parseDispatchKey(key);
+    } catch (const c10::Error&) {  // not a dispatch key at all: the same ValueError below
+    }
     TORCH_CHECK_VALUE(k == c10::DispatchKey::CUDA || k == c10::DispatchKey::CPU,
-                      "hsma::_route: keys must be CUDA or CPU, got '", key, "'");
+                      "hsma_trsm.enable: unknown dispatch key '", key, "' (CUDA, or CPU for tests)");
     parsed.push_back(k);
   }
   // The new registrations are made in full before the old ones go (the dispatcher serves the newest of a key's
