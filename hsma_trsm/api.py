@@ -2,6 +2,7 @@
 import collections
 import contextlib
 import numbers
+import re
 import warnings
 
 import torch
@@ -61,6 +62,17 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
             :class:`UnsupportedDtypeError` (a TypeError) for an unsupported dtype.
         ValueError: ``trans`` not one of ``'N'``, ``'T'``, ``'C'``.
 
+    Example::
+
+        >>> A = torch.tensor([[2.0, 0.0], [1.0, 4.0]])   # (k, k) = (2, 2), lower
+        >>> B = torch.tensor([[2.0, 4.0], [9.0, 6.0]])   # (m, n) = (2, 2)
+        >>> hsma_trsm.trsm(A, B)                         # A X = B
+        tensor([[1., 2.],
+                [2., 1.]])
+        >>> hsma_trsm.trsm(A, B, left=False, trans="T", alpha=0.5)   # X A^T = B / 2
+        tensor([[0.5000, 0.3750],
+                [2.2500, 0.1875]])
+
     Method: on CUDA, k <= 64 is the shared-memory direct solve; above, the GPU's measured path table
     (:func:`plan` says which) picks the sweep (one launch for a few columns), the blocked TRSM with
     inverted diagonal blocks and GEMM updates, after the HSMA-TRSM paper ("Hierarchical Shared
@@ -70,24 +82,27 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     torch.autograd.forward_ad), under torch.func transforms, with a vmap batch rule; the autograd
     formulas are registered in C++.
     """
-    if out_dtype is None and not _is_compiling():
-        # The eager entry: the same op through a typed dispatcher call; None where torch.ops'
-        # path must run (subclasses, TorchFunctionModes other than torch's DeviceContext,
-        # argument conversions, errors).
-        X = _C.trsm(A, B, left, upper, trans, unitriangular, alpha)
-        if X is not None:
-            return X
-    alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
-    if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
-        A, B = _promote("hsma_trsm.trsm", A, B)
-        if out_dtype is not None and out_dtype != A.dtype:
-            if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
-                raise TypeError(
-                    f"hsma_trsm.trsm(): out_dtype must be the result's dtype {A.dtype} (or torch.float32 for "
-                    f"bfloat16 / float16 inputs), got {out_dtype}"
-                )
-            A, B = A.float(), B.float()  # the float32 solve the half types take anyway, unrounded
-    return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    try:
+        if out_dtype is None and not _is_compiling():
+            # The eager entry: the same op through a typed dispatcher call; None where torch.ops'
+            # path must run (subclasses, TorchFunctionModes other than torch's DeviceContext,
+            # argument conversions, errors).
+            X = _C.trsm(A, B, left, upper, trans, unitriangular, alpha)
+            if X is not None:
+                return X
+        alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
+        if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
+            A, B = _promote("hsma_trsm.trsm", A, B)
+            if out_dtype is not None and out_dtype != A.dtype:
+                if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
+                    raise TypeError(
+                        f"hsma_trsm.trsm(): out_dtype must be the result's dtype {A.dtype} (or torch.float32 for "
+                        f"bfloat16 / float16 inputs), got {out_dtype}"
+                    )
+                A, B = A.float(), B.float()  # the float32 solve the half types take anyway, unrounded
+        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.trsm") from None
 
 
 def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=1):
@@ -103,26 +118,50 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
     otherwise (float64 A with float32 or complex64 B, complex A with real B) TypeError, the op's
     "A and B must have the same dtype": B could not hold the promoted result. Argument types and
     other errors as :func:`trsm`.
+
+    Example::
+
+        >>> A = torch.tensor([[2.0, 0.0], [1.0, 4.0]])
+        >>> B = torch.tensor([[2.0], [9.0]])
+        >>> hsma_trsm.trsm_(A, B) is B
+        True
+        >>> B
+        tensor([[1.],
+                [2.]])
     """
-    alpha = _check_args("hsma_trsm.trsm_", A, B, left, upper, unitriangular, trans, alpha)
-    if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
-        dtype = B.dtype
-        if dtype not in _SOLVER_DTYPES:
-            raise _unsupported("hsma_trsm.trsm_", dtype)
-        if A.dtype != dtype and torch.promote_types(A.dtype, dtype) == dtype:
-            A = A.to(dtype)
-    torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
-    return B
+    try:
+        alpha = _check_args("hsma_trsm.trsm_", A, B, left, upper, unitriangular, trans, alpha)
+        if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
+            dtype = B.dtype
+            if dtype not in _TRSM_DTYPES:
+                raise _unsupported("hsma_trsm.trsm_", dtype)
+            if A.dtype != dtype and torch.promote_types(A.dtype, dtype) == dtype:
+                A = A.to(dtype)
+        torch.ops.hsma.trsm_(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
+        return B
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.trsm_") from None
 
 
-_HALF_DTYPES = frozenset({torch.bfloat16, torch.float16})
-_SOLVER_DTYPES = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128}) | _HALF_DTYPES
+# The dtypes of trsm and trtri, and the half types among them, as the C++ side defines them (csrc/trsm.h).
+_TRSM_DTYPES = frozenset(_C.trsm_dtypes)
+_HALF_DTYPES = frozenset(_C.half_dtypes)
 
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):
     """A dtype the solver has no kernel for. A TypeError (as ``torch.ops.hsma.trsm`` raises) and
     a NotImplementedError (as ``torch.linalg.solve_triangular`` raises for such dtypes), so code
-    written against either keeps catching it."""
+    written against either keeps catching it.
+
+    Example::
+
+        >>> A = torch.eye(2, dtype=torch.int64)
+        >>> try:
+        ...     hsma_trsm.trsm(A, A)
+        ... except NotImplementedError as e:
+        ...     print(type(e).__name__)
+        UnsupportedDtypeError
+    """
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
@@ -131,10 +170,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     Solves ``A X = B`` (``left=True``) or ``X A = B`` (``left=False``) for triangular A.
 
     Args:
-        A (Tensor): ``(*, n, n)`` (left: ``n = B.shape[-2]``; right: ``n = B.shape[-1]``)
-            upper or lower triangular; only that triangle is read (not the diagonal when
-            ``unitriangular``).
-        B (Tensor): ``(*, n, k)`` (left) or ``(*, k, n)`` (right); batch dims broadcast.
+        A (Tensor): ``(*, k, k)``, ``k = m`` (left) or ``k = n`` (right), upper or lower
+            triangular; only that triangle is read (not the diagonal when ``unitriangular``).
+        B (Tensor): ``(*, m, n)`` right-hand sides; batch dims broadcast against A's.
         upper (bool): keyword-only, required, as in torch.
         left (bool): default True.
         unitriangular (bool): default False.
@@ -147,7 +185,15 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
             requires grad, NotImplementedError with forward-mode tangents, as torch).
 
     Returns:
-        Tensor: the solution, shape ``(*broadcast batch, rows of B, cols of B)``.
+        Tensor: X, ``(*broadcast batch, m, n)``.
+
+    Example::
+
+        >>> A = torch.tensor([[2.0, 0.0], [1.0, 4.0]])   # (k, k), lower
+        >>> B = torch.tensor([[2.0], [9.0]])             # (m, n) = (2, 1)
+        >>> hsma_trsm.solve_triangular(A, B, upper=False)
+        tensor([[1.],
+                [2.]])
 
     Differences from torch, where torch is wrong:
         - A and B of different dtypes are both converted to ``torch.promote_types``; torch
@@ -166,20 +212,23 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     higher order, vmap) as :func:`trsm`; where the plan hands a CUDA solve to torch's kernel, the eager
     call is ``torch.linalg.solve_triangular`` itself (its column-major layout and autograd).
     """
-    if out is None and not _is_compiling():
-        X = _C.solve_triangular(A, B, upper, left, unitriangular)  # the eager entry, as in trsm()
-        if X is not None:
-            return X
-    _check_args("hsma_trsm.solve_triangular", A, B, left, upper, unitriangular)
-    if out is not None and not isinstance(out, torch.Tensor):
-        raise TypeError(f"hsma_trsm.solve_triangular(): argument 'out' must be Tensor, not {_typename(out)}")
-    if out is None and not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
-        # Not tensors (an fx Proxy under symbolic tracing, ...): their __torch_function__ takes the call.
-        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
-    A, B = _promote("hsma_trsm.solve_triangular", A, B)
-    if out is None:
-        return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
-    return _solve_triangular_out(A, B, upper, left, unitriangular, out)
+    try:
+        if out is None and not _is_compiling():
+            X = _C.solve_triangular(A, B, upper, left, unitriangular)  # the eager entry, as in trsm()
+            if X is not None:
+                return X
+        _check_args("hsma_trsm.solve_triangular", A, B, left, upper, unitriangular)
+        if out is not None and not isinstance(out, torch.Tensor):
+            raise TypeError(f"hsma_trsm.solve_triangular(): argument 'out' must be Tensor, not {_typename(out)}")
+        if out is None and not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
+            # Not tensors (an fx Proxy under symbolic tracing, ...): their __torch_function__ takes the call.
+            return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
+        A, B = _promote("hsma_trsm.solve_triangular", A, B)
+        if out is None:
+            return torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
+        return _solve_triangular_out(A, B, upper, left, unitriangular, out)
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.solve_triangular") from None
 
 
 def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=None):
@@ -215,6 +264,13 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
         TypeError: A not a Tensor, ``upper`` / ``unitriangular`` not bool, ``out_dtype`` not a
             dtype or of the other kind (complex for real A or the reverse).
 
+    Example::
+
+        >>> A = torch.tensor([[2.0, 0.0], [1.0, 4.0]])
+        >>> hsma_trsm.inverse_triangular(A, upper=False)
+        tensor([[ 0.5000,  0.0000],
+                [-0.1250,  0.2500]])
+
     Method: on CUDA, orders k <= 64 of real dtypes by a kernel that stages each triangle in shared
     memory and solves ``A x = e_j`` for every column at once, a thread per column, reading no
     identity (float32 arithmetic for the half types, float64 for float64); larger orders and complex
@@ -222,30 +278,33 @@ def inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=Non
     CPU, LAPACK through ATen. Differentiable (first and higher order): ``dX = -X dA X``, the gradient
     projected on A's triangle (strict when ``unitriangular``).
     """
-    fn = "hsma_trsm.inverse_triangular"
-    _check_tensor(fn, "A", 1, A)
-    _check_bool(fn, "upper", upper)
-    _check_bool(fn, "unitriangular", unitriangular)
-    if out is not None and not isinstance(out, torch.Tensor):
-        raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_typename(out)}")
-    if out_dtype is None and out is not None:
-        out_dtype = out.dtype
-    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"{fn}(): argument 'out_dtype' must be torch.dtype, not {_typename(out_dtype)}")
-    if isinstance(A, torch.Tensor) and A.dtype not in _SOLVER_DTYPES:
-        raise _unsupported(fn, A.dtype)
-    if out is None:
+    try:
+        fn = "hsma_trsm.inverse_triangular"
+        _check_tensor(fn, "A", 1, A)
+        _check_bool(fn, "upper", upper)
+        _check_bool(fn, "unitriangular", unitriangular)
+        if out is not None and not isinstance(out, torch.Tensor):
+            raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_typename(out)}")
+        if out_dtype is None and out is not None:
+            out_dtype = out.dtype
+        if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+            raise TypeError(f"{fn}(): argument 'out_dtype' must be torch.dtype, not {_typename(out_dtype)}")
+        if isinstance(A, torch.Tensor) and A.dtype not in _TRSM_DTYPES:
+            raise _unsupported(fn, A.dtype)
+        if out is None:
+            with _identities_replicated(A):
+                return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+        if torch.is_grad_enabled() and (A.requires_grad or out.requires_grad):
+            raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, "
+                               "but one of the arguments requires grad.")
         with _identities_replicated(A):
-            return torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
-    if torch.is_grad_enabled() and (A.requires_grad or out.requires_grad):
-        raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, "
-                           "but one of the arguments requires grad.")
-    with _identities_replicated(A):
-        X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
-    if _check_out(fn, out, X, stacklevel=3):
-        out.resize_(X.shape)
-    out.copy_(X)
-    return out
+            X = torch.ops.hsma.trtri(A, upper=upper, unitriangular=unitriangular, out_dtype=out_dtype)
+        if _check_out(fn, out, X, stacklevel=3):
+            out.resize_(X.shape)
+        out.copy_(X)
+        return out
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.inverse_triangular") from None
 
 
 @torch.compiler.disable
@@ -270,16 +329,19 @@ def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
 
     Example::
 
-        >>> L = torch.linalg.cholesky(K)          # (1000, 1000) on CUDA
-        >>> hsma_trsm.plan(L, Y, upper=False)      # Y: (1000, 8)
-        Plan(path='sweep', why='sweep (row block 64, panel 8 columns, ...); path table ..., cell (k 1024, cols 8, ...')
+        >>> A, B = torch.eye(1000), torch.ones(1000, 8)
+        >>> hsma_trsm.plan(A, B).path                      # CPU tensors; on CUDA "sweep", "blocked", ...
+        'lapack'
 
     Method: csrc/blocking.cpp (plan_blocking) from the GPU's path table (``hsma_trsm/tuning/<gpu>-paths.csv``,
     measured by ``python -m benchmarks.tune_paths``; ``HSMA_TRSM_PATHS`` names another) and block-size table.
     """
-    _check_args("hsma_trsm.plan", A, B, left, upper, unitriangular, trans, 1)
-    A, B = _promote("hsma_trsm.plan", A, B)
-    return Plan(*torch.ops.hsma._plan(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular))
+    try:
+        _check_args("hsma_trsm.plan", A, B, left, upper, unitriangular, trans, 1)
+        A, B = _promote("hsma_trsm.plan", A, B)
+        return Plan(*torch.ops.hsma._plan(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular))
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.plan") from None
 
 
 def _identities_replicated(*tensors):
@@ -350,10 +412,24 @@ def _not_bool(fn, name, value):
     return TypeError(f"{fn}(): argument '{name}' must be bool, not {_typename(value)}")
 
 
-def _unsupported(fn, dtype):
-    return UnsupportedDtypeError(
-        f"{fn}: no solver for dtype {dtype} (float32, float64, complex64, complex128, bfloat16, float16)"
-    )
+def _unsupported(fn, dtype, dtypes=_C.trsm_dtypes):
+    names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+    return UnsupportedDtypeError(f"{fn}: no solver for dtype {dtype} ({names})")
+
+
+# Errors of the ops below a public function, whose messages start with the op's name ("hsma::trsm: A is 3x3 ..."):
+# raised again naming the function the user called. Exact types only (torch's own subclasses, such as
+# torch.OutOfMemoryError, pass as they are).
+_OP_ERRORS = (RuntimeError, TypeError, ValueError, NotImplementedError)
+_OP_NAME = re.compile(r"^hsma::(?:trsm_?|trtri|cholesky_solve|cholesky_inverse|lu_solve|_plan):")
+
+
+def _renamed(e, fn):
+    """e, or an exception of its type whose message names ``fn()`` where it named an hsma op."""
+    if type(e) not in _OP_ERRORS + (UnsupportedDtypeError,) or len(e.args) != 1 or not isinstance(e.args[0], str):
+        return e
+    message, n = _OP_NAME.subn(f"{fn}():", e.args[0], count=1)
+    return type(e)(message).with_traceback(e.__traceback__) if n else e
 
 
 def _promote(fn, A, B):
@@ -362,7 +438,7 @@ def _promote(fn, A, B):
     if B.dtype != dtype:
         dtype = torch.promote_types(dtype, B.dtype)
         A, B = A.to(dtype), B.to(dtype)
-    if dtype not in _SOLVER_DTYPES:
+    if dtype not in _TRSM_DTYPES:
         raise _unsupported(fn, dtype)
     return A, B
 

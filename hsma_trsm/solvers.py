@@ -11,7 +11,7 @@ import torch
 from torch.overrides import handle_torch_function, has_torch_function
 
 from ._ops import _C, _is_compiling
-from .api import _SOLVER_DTYPES, _check_bool, _identities_replicated, _typename, _unsupported
+from .api import _OP_ERRORS, _check_bool, _check_tensor, _identities_replicated, _renamed, _typename, _unsupported
 
 __all__ = ["cholesky_solve", "cholesky_inverse", "lu_solve"]
 
@@ -33,28 +33,39 @@ def cholesky_solve(B, L, upper=False):
     Returns:
         Tensor: X, ``(*broadcast batch, k, n)``, in torch's layout (each matrix column-major).
 
-    Dtypes: float32, float64, complex64, complex128 (whatever :func:`hsma_trsm.trsm` supports; others raise
-    :class:`hsma_trsm.UnsupportedDtypeError`); B and L of one dtype, as torch requires. CPU and CUDA.
+    Dtypes: float32, float64, complex64, complex128, as torch's; others, bfloat16 and float16 included, raise
+    :class:`hsma_trsm.UnsupportedDtypeError` (a NotImplementedError, as torch raises, and a TypeError). B and L
+    of one dtype, as torch requires. CPU and CUDA.
 
     Raises:
         RuntimeError: B or L with fewer than 2 dims, L not square, L's order not B's rows, different dtypes
             or devices, batch dims that do not broadcast (torch's messages).
         TypeError: B or L not a Tensor, ``upper`` not a bool (naming the argument).
 
+    Example::
+
+        >>> L = torch.tensor([[2.0, 0.0], [1.0, 4.0]])   # A = L L^T = [[4, 2], [2, 17]]
+        >>> hsma_trsm.cholesky_solve(torch.tensor([[8.0], [36.0]]), L)
+        tensor([[1.],
+                [2.]])
+
     Method: ``Y = L^{-1} B`` then ``X = L^{-H} Y`` (upper: ``U^{-H}``, then ``U^{-1}``), two triangular
     solves on hsma's kernels; the second is written as the transposed (right-side) solve so that X comes
     out column-major as torch's does, without a copy. Differentiable (reverse and forward mode).
     """
-    if not _is_compiling():
-        X = _C.cholesky_solve(B, L, upper)  # the eager entry (csrc/ops/python_entry.cpp); None: the checks below
-        if X is not None:
-            return X
-    if has_torch_function((B, L)):
-        return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
-    _check_tensor("cholesky_solve", "B", 1, B)
-    _check_tensor("cholesky_solve", "L", 2, L)
-    _check_bool("hsma_trsm.cholesky_solve", "upper", upper)
-    return _cholesky_solve(B, L, upper)
+    try:
+        if not _is_compiling():
+            X = _C.cholesky_solve(B, L, upper)  # the eager entry (csrc/ops/python_entry.cpp); None: the checks below
+            if X is not None:
+                return X
+        if has_torch_function((B, L)):
+            return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
+        _check_tensor("hsma_trsm.cholesky_solve", "B", 1, B)
+        _check_tensor("hsma_trsm.cholesky_solve", "L", 2, L)
+        _check_bool("hsma_trsm.cholesky_solve", "upper", upper)
+        return _cholesky_solve(B, L, upper)
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.cholesky_solve") from None
 
 
 def cholesky_inverse(L, upper=False):
@@ -75,18 +86,27 @@ def cholesky_inverse(L, upper=False):
         RuntimeError: L with fewer than 2 dims or not square (torch's messages).
         TypeError: L not a Tensor, ``upper`` not a bool.
 
+    Example::
+
+        >>> L = torch.tensor([[2.0, 0.0], [1.0, 4.0]])   # A = L L^T = [[4, 2], [2, 17]]
+        >>> torch.allclose(hsma_trsm.cholesky_inverse(L) * 64, torch.tensor([[17.0, -2.0], [-2.0, 4.0]]))
+        True
+
     Method: :func:`cholesky_solve` against the identity (two triangular solves), as torch does on CUDA.
     """
-    if not _is_compiling():
-        X = _C.cholesky_inverse(L, upper)  # the eager entry, as in cholesky_solve
-        if X is not None:
-            return X
-    if has_torch_function((L,)):
-        return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
-    _check_tensor("cholesky_inverse", "L", 1, L)
-    _check_bool("hsma_trsm.cholesky_inverse", "upper", upper)
-    with _identities_replicated(L):  # DTensor L: the identity the op solves against counts as replicated
-        return _cholesky_inverse(L, upper)
+    try:
+        if not _is_compiling():
+            X = _C.cholesky_inverse(L, upper)  # the eager entry, as in cholesky_solve
+            if X is not None:
+                return X
+        if has_torch_function((L,)):
+            return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
+        _check_tensor("hsma_trsm.cholesky_inverse", "L", 1, L)
+        _check_bool("hsma_trsm.cholesky_inverse", "upper", upper)
+        with _identities_replicated(L):  # DTensor L: the identity the op solves against counts as replicated
+            return _cholesky_inverse(L, upper)
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.cholesky_inverse") from None
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
@@ -106,13 +126,21 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
         Tensor: X of B's shape with the broadcast batch dims, in torch's layout (column-major matrices for
         ``left``, row-major otherwise).
 
-    Dtypes: LU and B of one dtype among those of :func:`hsma_trsm.trsm` (float32, float64, complex64,
-    complex128); pivots int32. CPU and CUDA.
+    Dtypes: LU and B of one dtype among float32, float64, complex64, complex128 (others, bfloat16 and float16
+    included, raise :class:`hsma_trsm.UnsupportedDtypeError`, as :func:`cholesky_solve`); pivots int32. CPU and
+    CUDA.
 
     Raises:
         RuntimeError: as torch: dims, LU not square, incompatible shapes, LU and B of different dtypes,
             pivots not int32 or of the wrong shape, batch dims that do not broadcast.
         TypeError: LU, pivots or B not a Tensor, ``left`` or ``adjoint`` not a bool.
+
+    Example::
+
+        >>> LU, pivots = torch.linalg.lu_factor(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        >>> X = hsma_trsm.lu_solve(LU, pivots, torch.tensor([[5.0], [11.0]]))   # A X = B
+        >>> torch.allclose(X, torch.tensor([[1.0], [2.0]]))
+        True
 
     Method: the pivots become one permutation (``torch.ops.hsma._lu_permutation``: on CUDA one kernel that
     applies the interchanges in order, a block per batch entry, up to order 6144; on the CPU and above that
@@ -121,24 +149,21 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     and ``left`` chosen so that no operand is copied and the result has torch's layout. Differentiable
     in B and LU (reverse and forward mode); the pivots, integers, get no gradient.
     """
-    if not _is_compiling():
-        X = _C.lu_solve(LU, pivots, B, left, adjoint)  # the eager entry, as in cholesky_solve
-        if X is not None:
-            return X
-    if has_torch_function((LU, pivots, B)):
-        return handle_torch_function(lu_solve, (LU, pivots, B), LU, pivots, B, left=left, adjoint=adjoint)
-    _check_tensor("lu_solve", "LU", 1, LU)
-    _check_tensor("lu_solve", "pivots", 2, pivots)
-    _check_tensor("lu_solve", "B", 3, B)
-    _check_bool("hsma_trsm.lu_solve", "left", left)
-    _check_bool("hsma_trsm.lu_solve", "adjoint", adjoint)
-    return _lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
-
-
-def _check_tensor(fn, name, position, value):
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"hsma_trsm.{fn}(): argument '{name}' (position {position}) must be Tensor, "
-                        f"not {_typename(value)}")
+    try:
+        if not _is_compiling():
+            X = _C.lu_solve(LU, pivots, B, left, adjoint)  # the eager entry, as in cholesky_solve
+            if X is not None:
+                return X
+        if has_torch_function((LU, pivots, B)):
+            return handle_torch_function(lu_solve, (LU, pivots, B), LU, pivots, B, left=left, adjoint=adjoint)
+        _check_tensor("hsma_trsm.lu_solve", "LU", 1, LU)
+        _check_tensor("hsma_trsm.lu_solve", "pivots", 2, pivots)
+        _check_tensor("hsma_trsm.lu_solve", "B", 3, B)
+        _check_bool("hsma_trsm.lu_solve", "left", left)
+        _check_bool("hsma_trsm.lu_solve", "adjoint", adjoint)
+        return _lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
+    except _OP_ERRORS as e:
+        raise _renamed(e, "hsma_trsm.lu_solve") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,10 +217,14 @@ def _broadcast_batch(b, A):
     return torch.Size(out)
 
 
+# The solvers' dtypes, as the C++ side defines them (csrc/trsm.h): torch's, without the half types that trsm takes.
+_SOLVER_DTYPES = frozenset(_C.solver_dtypes)
+
+
 def _check_dtype(fn, dtype):
     """UnsupportedDtypeError (a TypeError and a NotImplementedError, as torch raises) for a dtype without a solver."""
     if dtype not in _SOLVER_DTYPES:
-        raise _unsupported(fn, dtype)
+        raise _unsupported(fn, dtype, _C.solver_dtypes)
 
 
 def _check_solver(A, B, left, fn):

@@ -32,12 +32,13 @@ import threading
 
 import torch
 
-from . import _ops  # noqa: F401 - loads the library that registers torch.ops.hsma
+from ._ops import _C
 
 __all__ = ["enable", "disable", "enabled", "is_enabled", "routed_calls"]
 
-# The routable ATen operators (overload "default"), in the order of torch.ops.hsma._routed_calls().
-ROUTED = ("linalg_solve_triangular", "triangular_solve", "cholesky_solve", "cholesky_inverse", "linalg_lu_solve")
+# The routable ATen operators (overload "default"), in the order of torch.ops.hsma._routed_calls(), as the C++ side
+# lists them (csrc/ops/switch.h).
+ROUTED = _C.routed_ops
 
 _lock = threading.RLock()
 _config = None  # (keys, ops) registered, or None
@@ -48,53 +49,91 @@ def _set(config):
     with _lock:
         if config == _config:
             return
-        if config is not None:
-            keys, ops = config
-            unknown = [op for op in ops if op not in ROUTED]
-            if unknown:
-                raise ValueError(f"hsma_trsm.enable: unknown operators {unknown} (routable: {list(ROUTED)})")
-            bad = [key for key in keys if key not in ("CUDA", "CPU")]
-            if bad or not keys or not ops:
-                raise ValueError(f"hsma_trsm.enable: unknown dispatch keys {bad} (CUDA, or CPU for tests)" if bad
-                                 else "hsma_trsm.enable: no dispatch key or no operator to route")
+        if config is not None and not (config[0] and config[1]):
+            raise ValueError("hsma_trsm.enable: no dispatch key or no operator to route")
+        # The C++ side checks the names (ValueError) and changes nothing on an error.
         torch.ops.hsma._route(list(config[1]) if config else [], list(config[0]) if config else [])
         _config = config
 
 
 def routed_calls():
     """{operator: calls served by hsma} since the process started: those that returned (not those that raised, nor
-    those handed to torch)."""
+    those handed to torch).
+
+    Example::
+
+        >>> sorted(hsma_trsm.switch.routed_calls())[:2]
+        ['cholesky_inverse', 'cholesky_solve']
+    """
     return dict(zip(ROUTED, torch.ops.hsma._routed_calls()))
 
 
-def enable(*, _keys=("CUDA",), _ops=None):
+def enable():
     """Routes torch's triangular, Cholesky and LU solves on CUDA tensors to hsma (see the module's
     docstring), for the whole process until :func:`disable`. Calling it again changes nothing.
 
-    ``_keys`` and ``_ops`` are for tests: the dispatch keys and the operators (names in ``ROUTED``) to
-    route."""
-    _set((tuple(_keys), tuple(ROUTED if _ops is None else _ops)))
+    Example::
+
+        >>> hsma_trsm.enable()        # torch.cholesky_solve, ... on CUDA tensors now run on hsma
+        >>> hsma_trsm.is_enabled()
+        True
+        >>> hsma_trsm.disable()
+    """
+    _enable()
+
+
+def _enable(keys=("CUDA",), ops=None):
+    """:func:`enable` for tests: the dispatch keys ("CUDA"; "CPU" routes CPU tensors too) and the operators (names
+    in ``ROUTED``; default all) to route."""
+    _set((tuple(keys), tuple(ROUTED if ops is None else ops)))
 
 
 def disable():
-    """Restores torch's own kernels (a no-op when not enabled)."""
+    """Restores torch's own kernels (a no-op when not enabled).
+
+    Example::
+
+        >>> hsma_trsm.disable()
+        >>> hsma_trsm.is_enabled()
+        False
+    """
     _set(None)
 
 
 def is_enabled():
-    """True while the switch routes anything."""
+    """True while the switch routes anything.
+
+    Example::
+
+        >>> hsma_trsm.is_enabled()
+        False
+    """
     return _config is not None
 
 
-@contextlib.contextmanager
-def enabled(*, _keys=("CUDA",), _ops=None):
-    """:func:`enable` for the block; on exit, the state found on entry (enabled or not) is restored.
+def enabled():
+    """:func:`enable` for a ``with`` block; on exit, the state found on entry (enabled or not) is restored.
     The switch is process-wide, not per thread, and each block restores the state it found on entry: blocks in
     several threads must not overlap (overlapping ones can turn the switch off inside another thread's block,
-    or leave it enabled after all have exited)."""
+    or leave it enabled after all have exited).
+
+    Example::
+
+        >>> with hsma_trsm.enabled():  # e.g. a GPyTorch loss: its Cholesky solves run on hsma
+        ...     hsma_trsm.is_enabled()
+        True
+        >>> hsma_trsm.is_enabled()
+        False
+    """
+    return _enabled()
+
+
+@contextlib.contextmanager
+def _enabled(keys=("CUDA",), ops=None):
+    """:func:`enabled` for tests, with :func:`_enable`'s arguments."""
     with _lock:
         previous = _config
-        enable(_keys=_keys, _ops=_ops)
+        _enable(keys, ops)
     try:
         yield
     finally:

@@ -78,7 +78,7 @@ def test_counted_switch_counts_and_restores():
     B, L = torch.ones(2, 1, dtype=torch.float64), torch.eye(2, dtype=torch.float64)
     with sc.counted_switch() as count:
         assert hsma_trsm.is_enabled() and count.calls == 0
-        hsma_trsm.enable(_keys=("CPU",), _ops=("cholesky_solve",))  # CPU-routed, for this test
+        hsma_trsm.switch._enable(keys=("CPU",), ops=("cholesky_solve",))  # CPU-routed, for this test
         torch.cholesky_solve(B, L)
         assert count.calls == 1
         count.reset()

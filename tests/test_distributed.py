@@ -229,7 +229,7 @@ def _in_place(mesh):
 
 
 def _switch(mesh):
-    """hsma_trsm.enabled(_keys=("CPU",)): DTensor's own strategy for linalg_solve_triangular, hsma's kernel."""
+    """hsma_trsm.switch._enabled(keys=("CPU",)): DTensor's own strategy for linalg_solve_triangular, hsma's kernel."""
     import hsma_trsm
     from hsma_trsm.switch import routed_calls
     from torch.distributed.tensor import Shard
@@ -238,7 +238,7 @@ def _switch(mesh):
     A, B = torch.nan_to_num(_tri(b)), _rhs(b, K, N)
     ref = torch.linalg.solve_triangular(A, B, upper=False)
     f = lambda A, B: torch.linalg.solve_triangular(A, B, upper=False)  # noqa: E731
-    with hsma_trsm.enabled(_keys=("CPU",)):
+    with hsma_trsm.switch._enabled(keys=("CPU",)):
         before = routed_calls()["linalg_solve_triangular"]
         _case(mesh, f, [A, B], [[Shard(0)], [Shard(0)]], [Shard(0)], backward=False, exact=False)
         assert routed_calls()["linalg_solve_triangular"] > before, "the switch did not serve the local solve"

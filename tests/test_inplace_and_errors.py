@@ -138,7 +138,7 @@ def test_inplace_refuses_autograd(device, which, gen):
     before = B.detach().clone()
     with pytest.raises(RuntimeError, match=r"hsma::trsm_.*autograd"):
         torch.ops.hsma.trsm_(A, B)
-    with pytest.raises(RuntimeError, match=r"hsma::trsm_.*autograd"):
+    with pytest.raises(RuntimeError, match=r"^hsma_trsm\.trsm_\(\): .*autograd"):
         hsma_trsm.trsm_(A, B)
     assert_unchanged(B.detach(), before, "B")
     # With grad mode off it is allowed and solves.
@@ -214,6 +214,11 @@ def _entry_points():
 ENTRY = _entry_points()
 
 
+def _who(fn):
+    """How the errors of entry point fn start: the public function's name, or the op's."""
+    return {"api": r"^hsma_trsm\.trsm\(\)", "api_": r"^hsma_trsm\.trsm_\(\)"}.get(fn.__name__, r"^hsma::trsm_?")
+
+
 def _AB(device, k=4, n=3, dtype=torch.float64, a_batch=(), b_batch=()):
     A = make_triangular(k, batch=a_batch, dtype=dtype, device=device, fill=0.0)
     B = make_rhs((*b_batch, k, n), dtype=dtype, device=device)
@@ -225,7 +230,7 @@ def _AB(device, k=4, n=3, dtype=torch.float64, a_batch=(), b_batch=()):
 @pytest.mark.parametrize("trans", ["X", "", "NN", "n ", "H", "CC", "conj"])
 def test_error_trans(device, fn, trans):
     A, B = _AB(device)
-    with pytest.raises(ValueError, match=r"^hsma::trsm_?: trans must be"):
+    with pytest.raises(ValueError, match=_who(fn) + r": trans must be"):
         fn(A, B, trans=trans)
 
 
@@ -258,7 +263,7 @@ def test_error_unsupported_dtype(device, fn, dtype):
             fn(A, B)
         return
     with pytest.raises(TypeError,
-                       match=r"^hsma::trsm_?: A must be float32, float64, complex64, complex128, bfloat16 or float16"):
+                       match=_who(fn) + r": A must be float32, float64, complex64, complex128, bfloat16 or float16"):
         fn(A, B)
 
 
@@ -278,7 +283,7 @@ def test_error_dtype_mismatch(device, fn, da, db):
     if fn.__name__ == "api" or (fn.__name__ == "api_" and torch.promote_types(da, db) == db):
         assert fn(A, B).dtype == torch.promote_types(da, db)
         return
-    with pytest.raises(TypeError, match=r"^hsma::trsm_?: A and B must have the same dtype"):
+    with pytest.raises(TypeError, match=_who(fn) + r": A and B must have the same dtype"):
         fn(A, B)
 
 
@@ -288,7 +293,7 @@ def test_error_dtype_mismatch(device, fn, da, db):
 @pytest.mark.parametrize("alpha", [1j, 2 - 0.5j, complex(1, 0)])
 def test_error_complex_alpha_real_dtype(device, fn, dtype, alpha):
     A, B = _AB(device, dtype=dtype)
-    with pytest.raises(TypeError, match=r"^hsma::trsm_?: alpha is complex"):
+    with pytest.raises(TypeError, match=_who(fn) + r": alpha is complex"):
         fn(A, B, alpha=alpha)
 
 
@@ -298,7 +303,7 @@ def test_error_complex_alpha_real_dtype(device, fn, dtype, alpha):
 def test_error_non_square(device, fn, a_shape):
     A = torch.ones(a_shape, dtype=torch.float64, device=device)
     B = torch.ones(4, 3, dtype=torch.float64, device=device)
-    with pytest.raises(RuntimeError, match=r"^hsma::trsm_?: A must be batches of square matrices"):
+    with pytest.raises(RuntimeError, match=_who(fn) + r": A must be batches of square matrices"):
         fn(A, B)
 
 
@@ -310,7 +315,7 @@ def test_error_order_mismatch(device, fn, left, b_shape_):
     A = make_triangular(4, device=device, fill=0.0)
     B = torch.ones(b_shape_, dtype=torch.float64, device=device)
     side = "rows" if left else "columns"
-    with pytest.raises(RuntimeError, match=rf"^hsma::trsm_?: A is 4x4 but B is .*B's number of {side}"):
+    with pytest.raises(RuntimeError, match=_who(fn) + rf": A is 4x4 but B is .*B's number of {side}"):
         fn(A, B, left=left)
 
 
@@ -325,7 +330,7 @@ def test_error_too_few_dims(device, fn, which, shape):
         A = torch.ones(shape, dtype=torch.float64, device=device)
     else:
         B = torch.ones(shape, dtype=torch.float64, device=device)
-    with pytest.raises(RuntimeError, match=rf"^hsma::trsm_?: {which} must have at least 2 dimensions"):
+    with pytest.raises(RuntimeError, match=_who(fn) + rf": {which} must have at least 2 dimensions"):
         fn(A, B)
 
 
@@ -334,7 +339,7 @@ def test_error_too_few_dims(device, fn, which, shape):
 @pytest.mark.parametrize("a_batch,b_batch", [((2,), (3,)), ((2, 3), (4, 3)), ((3, 1), (2, 2))])
 def test_error_batch_not_broadcastable(device, fn, a_batch, b_batch):
     A, B = _AB(device, a_batch=a_batch, b_batch=b_batch)
-    with pytest.raises(RuntimeError, match=r"^hsma::trsm_?: the batch dimensions of A .* and B .* do not broadcast"):
+    with pytest.raises(RuntimeError, match=_who(fn) + r": the batch dimensions of A .* and B .* do not broadcast"):
         fn(A, B)
 
 
@@ -344,7 +349,7 @@ def test_error_batch_not_broadcastable(device, fn, a_batch, b_batch):
 def test_error_device_mismatch(device, fn, a_dev, b_dev):
     A = make_triangular(4, device=a_dev, fill=0.0)
     B = make_rhs((4, 3), device=b_dev)
-    with pytest.raises(RuntimeError, match=r"hsma::trsm_?: A and B must be on the same device"):
+    with pytest.raises(RuntimeError, match=_who(fn) + r": A and B must be on the same device"):
         fn(A, B)
 
 
@@ -359,7 +364,7 @@ def test_error_solve_triangular(device, gen):
         hsma_trsm.solve_triangular(A, B, False)  # noqa  (upper is keyword-only)
     with pytest.raises(RuntimeError, match=r"out has dtype"):
         hsma_trsm.solve_triangular(A, B, upper=False, out=torch.empty(4, 3, dtype=torch.float32, device=device))
-    with pytest.raises(RuntimeError, match=r"^hsma::trsm: A is 4x4 but B is"):
+    with pytest.raises(RuntimeError, match=r"^hsma_trsm\.solve_triangular\(\): A is 4x4 but B is"):
         hsma_trsm.solve_triangular(A, B, upper=False, left=False)
     # Mixed dtypes: accepted as torch accepts them, both promoted (tests/test_dropin_parity.py).
     X = hsma_trsm.solve_triangular(A, B.float(), upper=False)
@@ -384,3 +389,67 @@ def test_errors_leave_inputs_unchanged(device, gen):
             torch.ops.hsma.trsm_(A, B, **kw)
     assert_unchanged(A, A0, "A")
     assert_unchanged(B, B0, "B")
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices with meta, the public functions' names in errors, the solvers' dtypes.
+
+
+@pytest.mark.parametrize("a_dev,b_dev", [("meta", "cpu"), ("cpu", "meta")])
+def test_meta_beside_a_real_device_raises(a_dev, b_dev):
+    """A meta operand beside a CPU one raises as two real devices do (the meta kernel ran and returned an
+    uninitialised CPU tensor; trsm_ did nothing); meta operands alone give meta results."""
+    A, B = torch.eye(3, device=a_dev), torch.ones(3, 2, device=b_dev)
+    B0 = B.clone()
+    for call, who in [(lambda: hsma_trsm.solve_triangular(A, B, upper=False), r"hsma_trsm\.solve_triangular\(\)"),
+                      (lambda: hsma_trsm.trsm(A, B), r"hsma_trsm\.trsm\(\)"),
+                      (lambda: hsma_trsm.trsm_(A, B), r"hsma_trsm\.trsm_\(\)"),
+                      (lambda: torch.ops.hsma.trsm(A, B), "hsma::trsm"),
+                      (lambda: torch.ops.hsma.trsm_(A, B), "hsma::trsm")]:
+        with pytest.raises(RuntimeError, match=who + ": A and B must be on the same device"):
+            call()
+    if b_dev == "cpu":
+        assert_unchanged(B, B0, "B")
+    X = hsma_trsm.solve_triangular(A.to("meta"), B.to("meta"), upper=False)
+    assert X.device.type == "meta" and X.shape == (3, 2)
+
+
+def test_errors_name_the_public_function():
+    A, B = torch.eye(4, dtype=torch.float64), torch.ones(3, 2, dtype=torch.float64)
+    L = torch.eye(4, dtype=torch.float64)
+    calls = {
+        "solve_triangular": lambda: hsma_trsm.solve_triangular(A, B, upper=False),
+        "trsm": lambda: hsma_trsm.trsm(A, B),
+        "trsm_": lambda: hsma_trsm.trsm_(A, B),
+        "plan": lambda: hsma_trsm.plan(A, B),
+        "inverse_triangular": lambda: hsma_trsm.inverse_triangular(torch.ones(3, 4), upper=False),
+    }
+    for name, call in calls.items():
+        with pytest.raises(RuntimeError, match=rf"^hsma_trsm\.{name}\(\): ") as info:
+            call()
+        assert "hsma::" not in str(info.value), (name, str(info.value))
+    # The solvers raise torch's messages (no hsma op named), as their drop-in targets do.
+    with pytest.raises(RuntimeError, match=r"Incompatible matrix sizes for cholesky_solve"):
+        hsma_trsm.cholesky_solve(B, L)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_solvers_refuse_half_dtypes_as_torch(device, dtype):
+    """cholesky_solve, cholesky_inverse and lu_solve take torch's four dtypes: the half types raise
+    NotImplementedError (hsma_trsm.UnsupportedDtypeError) where torch raises NotImplementedError or RuntimeError;
+    the ops refuse them too."""
+    L = torch.eye(4, device=device, dtype=dtype)
+    B = torch.ones(4, 2, device=device, dtype=dtype)
+    pivots = torch.arange(1, 5, device=device, dtype=torch.int32)
+    for name, call in [("cholesky_solve", lambda: hsma_trsm.cholesky_solve(B, L)),
+                       ("cholesky_inverse", lambda: hsma_trsm.cholesky_inverse(L)),
+                       ("lu_solve", lambda: hsma_trsm.lu_solve(L, pivots, B))]:
+        with pytest.raises(hsma_trsm.UnsupportedDtypeError, match=rf"^hsma_trsm\.{name}: no solver for dtype"):
+            call()
+    for call in (lambda: torch.ops.hsma.cholesky_solve(B, L), lambda: torch.ops.hsma.cholesky_inverse(L),
+                 lambda: torch.ops.hsma.lu_solve(L, pivots, B)):
+        with pytest.raises(NotImplementedError, match=r"no solver for dtype"):
+            call()
+    with pytest.raises((NotImplementedError, RuntimeError)):  # torch's own functions refuse them as well
+        torch.cholesky_solve(B, L)

@@ -306,7 +306,7 @@ def test_switch_solve_triangular_matches_torch(dtype, left, upper, unit, gen):
     for a, up, b in ((A, upper, B), (A.conj(), upper, B), (A.mT, not upper, B.mT.contiguous().mT)):
         R = torch.linalg.solve_triangular(a, b, upper=up, left=left, unitriangular=unit)
         served = switch.routed_calls()["linalg_solve_triangular"]
-        with hsma_trsm.enabled(_keys=("CPU",)):
+        with hsma_trsm.switch._enabled(keys=("CPU",)):
             X = torch.linalg.solve_triangular(a, b, upper=up, left=left, unitriangular=unit)
         assert switch.routed_calls()["linalg_solve_triangular"] == served + 1
         torch.testing.assert_close(X, R, rtol=_tol(dtype, 7), atol=_tol(dtype, 7))
@@ -322,7 +322,7 @@ def test_switch_triangular_solve_matches_torch(dtype, upper, transpose, gen):
     b = _rhs((2, 1, 6, 3), dtype, "cpu", gen)
     R, MR = torch.triangular_solve(b, A, upper=upper, transpose=transpose)
     served = switch.routed_calls()["triangular_solve"]
-    with hsma_trsm.enabled(_keys=("CPU",)):
+    with hsma_trsm.switch._enabled(keys=("CPU",)):
         X, M = torch.triangular_solve(b, A, upper=upper, transpose=transpose)
     assert switch.routed_calls()["triangular_solve"] == served + 1
     torch.testing.assert_close(X, R, rtol=_tol(dtype, 6), atol=_tol(dtype, 6))

@@ -2,7 +2,7 @@
 
 What runs where:
     - registration and its removal (the dispatcher's own table, before and after: identical), nesting;
-    - routing end to end on the CPU, through the switch's private ``_keys=("CPU",)``: every test below that
+    - routing end to end on the CPU, through the switch's private ``_enabled(keys=("CPU",))``: every test below that
       takes ``device`` routes the CPU key on the CPU and the CUDA key on a GPU. On the CPU, hsma's own
       kernel calls ATen's linalg_solve_triangular through its out= overload, which is never routed (tested
       below). On CUDA: the switch as users get it;
@@ -89,7 +89,7 @@ def test_enabled_nests_and_restores_the_state_it_found():
 
 
 def test_enabled_restores_another_configuration():
-    with hsma_trsm.enabled(_keys=("CPU",), _ops=("cholesky_solve",)):
+    with hsma_trsm.switch._enabled(keys=("CPU",), ops=("cholesky_solve",)):
         with hsma_trsm.enabled():
             assert "switch.cpp" in _cuda_line("cholesky_solve") and "switch.py" not in _cpu_line("cholesky_solve")
         assert "switch.cpp" in _cpu_line("cholesky_solve") and "switch.py" not in _cuda_line("cholesky_solve")
@@ -105,12 +105,12 @@ def _cpu_line(op):
 
 
 def test_refuses_what_does_not_exist():
-    with pytest.raises(ValueError, match="unknown operators"):
-        hsma_trsm.enable(_ops=("linalg_solve",))
-    with pytest.raises(ValueError, match="unknown dispatch keys"):
-        hsma_trsm.enable(_keys=("Meta",))
+    with pytest.raises(ValueError, match="hsma_trsm.enable: unknown operator 'linalg_solve'"):
+        hsma_trsm.switch._enable(ops=("linalg_solve",))
+    with pytest.raises(ValueError, match="hsma_trsm.enable: unknown dispatch key 'Meta'"):
+        hsma_trsm.switch._enable(keys=("Meta",))
     with pytest.raises(ValueError, match="no dispatch key or no operator"):
-        hsma_trsm.enable(_keys=())
+        hsma_trsm.switch._enable(keys=())
     assert not hsma_trsm.is_enabled()
 
 
@@ -164,7 +164,7 @@ class _Route:
         return {op: now[op] - self._start[op] for op in now}
 
     def on(self):
-        return hsma_trsm.enabled(_keys=("CPU",) if self.device == "cpu" else ("CUDA",))
+        return hsma_trsm.switch._enabled(keys=("CPU",) if self.device == "cpu" else ("CUDA",))
 
     def total(self):
         return sum(self.calls.values())

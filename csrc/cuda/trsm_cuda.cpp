@@ -68,7 +68,7 @@ void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::
 std::tuple<std::string, std::string> plan_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
                                                c10::string_view trans, bool unitriangular, bool explain) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, 1);
-  const TrsmShape s = check_trsm(A, B, args, "hsma_trsm.plan");
+  const TrsmShape s = check_trsm(A, B, args, "hsma::_plan");
   int64_t numel = 1;
   for (auto v : s.result) numel *= v;
   if (numel == 0) return {"empty", explain ? "an empty result: nothing to solve" : ""};

@@ -32,7 +32,7 @@ static void trsm_cpu_(const at::Tensor& A, at::Tensor& B, bool left, bool upper,
 // csrc/cuda/trsm_cuda.cpp).
 static std::tuple<std::string, std::string> plan_cpu(const at::Tensor& A, const at::Tensor& B, bool left, bool upper,
                                                      c10::string_view trans, bool unitriangular, bool explain) {
-  const TrsmShape s = check_trsm(A, B, make_args(left, upper, trans, unitriangular, 1), "hsma_trsm.plan");
+  const TrsmShape s = check_trsm(A, B, make_args(left, upper, trans, unitriangular, 1), "hsma::_plan");
   int64_t numel = 1;
   for (auto v : s.result) numel *= v;
   if (numel == 0) return {"empty", explain ? "an empty result: nothing to solve" : ""};
