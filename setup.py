@@ -13,8 +13,9 @@ import os
 import sys
 
 INSTALL_HINT = """
-hsma_trsm compiles against the torch you already have, so it needs torch importable while it builds.
-Install torch first (https://pytorch.org), then build without pip's isolated build environment:
+hsma_trsm compiles against the torch you run, so the build must see that torch. A plain `pip install .` builds in
+an isolated environment that does not see it, even when torch is installed. Install torch if you have not
+(README: Install), then build without the isolated environment:
 
     pip install --no-build-isolation .        (or: pip install --no-build-isolation -e . for development)
 """
@@ -36,9 +37,21 @@ DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 
 
 def gpu_toolchain():
+    """Whether the GPU kernels can be compiled: a CUDA (or ROCm) torch and that toolkit's compiler and headers. A
+    CUDA torch without them builds the CPU extension, saying so in one line with the way out."""
     if torch.version.hip is not None:
-        return cpp_extension.ROCM_HOME is not None
-    return torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+        home, files = cpp_extension.ROCM_HOME, ("bin/hipcc", "include/hip/hip_runtime.h")
+    elif torch.version.cuda is not None:
+        home, files = cpp_extension.CUDA_HOME, ("bin/nvcc", "include/cuda_runtime.h", "include/cuda_fp16.h")
+    else:
+        return False
+    missing = [f for f in files if home is None or not os.path.exists(os.path.join(home, f))]
+    if missing:
+        kit = "ROCm" if torch.version.hip is not None else f"CUDA {torch.version.cuda}"
+        print(f"hsma_trsm: building the CPU-only extension: the {kit} toolkit is incomplete or absent "
+              f"({home or 'not found'}: no {', '.join(missing)}); for the GPU kernels install it and set "
+              f"{'ROCM_HOME' if torch.version.hip is not None else 'CUDA_HOME'} to it")
+    return not missing
 
 
 def cuda_arch_default():
@@ -67,7 +80,7 @@ def extension():
             include_dirs=[os.path.join(HERE, "csrc")],
             extra_compile_args={"cxx": cxx, "nvcc": ["-O3"]},
         )
-    print("hsma_trsm: building the CPU-only extension (no CUDA/ROCm torch with a GPU toolchain)")
+    print("hsma_trsm: building the CPU-only extension (LAPACK through ATen; a few minutes)")
     return cpp_extension.CppExtension(
         "hsma_trsm._C", host, include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args=cxx
     )

@@ -47,9 +47,14 @@ setup() {
   local site
   site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   [ -f "$site/hsma_trsm_dev.pth" ] || echo "$ROOT" >"$site/hsma_trsm_dev.pth"
-  echo "== building hsma_trsm in place (incremental; log: build.log)"
-  "$PY" setup.py build_ext --inplace >build.log 2>&1 ||
-    { tail -n 60 build.log; echo "build failed (log: build.log)"; exit 1; }
+  echo "== building hsma_trsm in place (incremental; the first build takes a few minutes; log: build.log)"
+  # ninja's [n/N] lines, one per compiled file, as progress; the full output goes to build.log.
+  if ! "$PY" setup.py build_ext --inplace 2>&1 | tee build.log |
+      sed -un 's#^\[\([0-9]*/[0-9]*\)\] .* -c [^ ]*/\([^ /]*\.c[pu]*\) .*#   [\1] \2#p'; then
+    tail -n 60 build.log
+    echo "build failed (log: build.log)"
+    exit 1
+  fi
 }
 
 case "$cmd" in
