@@ -209,8 +209,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     half types solved in float32 as there. Argument types as torch checks them: A, B and ``out``
     must be Tensors and ``upper``, ``left``, ``unitriangular`` bools (TypeError naming the
     argument); errors otherwise as :func:`trsm`. Method and differentiability (reverse, forward,
-    higher order, vmap) as :func:`trsm`; where the plan hands a CUDA solve to torch's kernel, the eager
-    call is ``torch.linalg.solve_triangular`` itself (its column-major layout and autograd).
+    higher order, vmap) as :func:`trsm`. On the CPU, and where the plan hands a CUDA solve to torch's kernel,
+    the eager call is ``torch.linalg.solve_triangular`` itself (its column-major layout and autograd): the CPU
+    path is torch's LAPACK call either way, and this one adds no copy to it.
     """
     try:
         if out is None and not _is_compiling():

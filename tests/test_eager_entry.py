@@ -2,6 +2,8 @@
 hsma_trsm.solve_triangular call before torch.ops.hsma.trsm: it must give torch.ops' results and
 errors, keep every dispatch key (autograd, modes, profiler, inference mode), and decline (return
 None, so that the public functions take torch.ops' path) exactly where that path differs."""
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -131,25 +133,32 @@ def test_entry_errors_are_torch_ops_errors(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_entry_keeps_dispatch_keys(device):
+    """trsm's entry (and the drop-in's where it calls the op: CUDA): a typed dispatcher call that every key
+    sees. On the CPU the drop-in's entry is torch's function itself: its result, bit for bit."""
     A, B = _inputs(12, 4, True, False, False, torch.float64, device, seed=4)
+    solve = hsma_trsm.trsm if device == "cpu" else functools.partial(hsma_trsm.solve_triangular, upper=False)
+    if device == "cpu":
+        X = hsma_trsm.solve_triangular(A, B, upper=False)
+        Xt = torch.linalg.solve_triangular(A, B, upper=False)
+        assert torch.equal(X, Xt) and X.stride() == Xt.stride()
     # TorchDispatchMode: the entry's dispatcher call reaches the mode.
     with _DispatchLog() as mode:
-        X = hsma_trsm.solve_triangular(A, B, upper=False)
+        X = solve(A, B)
     assert torch.ops.hsma.trsm.default in mode.seen
     check_solution(X, A, B, device=device)
     # Profiler: the op is recorded under its name.
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], acc_events=True) as prof:
-        hsma_trsm.solve_triangular(A, B, upper=False)
+        solve(A, B)
     assert any(e.name == "hsma::trsm" for e in prof.events())
     # Inference mode: the result is an inference tensor, as torch's would be.
     with torch.inference_mode():
-        X = hsma_trsm.solve_triangular(A, B, upper=False)
+        X = solve(A, B)
         Xt = torch.linalg.solve_triangular(A.nan_to_num(), B, upper=False)
     assert X.is_inference() == Xt.is_inference()
     # Autograd: the result carries the op's backward; gradients equal torch.ops' path's.
     Ag = A.nan_to_num().tril().requires_grad_()
     Bg = B.clone().requires_grad_()
-    X = hsma_trsm.solve_triangular(Ag, Bg, upper=False)
+    X = solve(Ag, Bg)
     assert X.grad_fn is not None
     gA, gB = torch.autograd.grad(X.square().sum(), (Ag, Bg))
     Xo = torch.ops.hsma.trsm(Ag, Bg)
@@ -157,7 +166,7 @@ def test_entry_keeps_dispatch_keys(device):
     assert torch.equal(gA, oA) and torch.equal(gB, oB)
     # No gradient wanted: no graph.
     with torch.no_grad():
-        assert hsma_trsm.solve_triangular(Ag, Bg, upper=False).grad_fn is None
+        assert solve(Ag, Bg).grad_fn is None
 
 
 @pytest.mark.parametrize("device", DEVICES)

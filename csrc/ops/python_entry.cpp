@@ -216,9 +216,9 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   END_HANDLE_TH_ERRORS
 }
 
-// _C.solve_triangular(A, B, upper, left, unitriangular) -> Tensor, or None: the drop-in's eager entry. Where hsma's
-// plan hands the solve to torch's kernel (plan_hands_off) it is torch.linalg.solve_triangular itself, result layout
-// and autograd included; otherwise trsm's entry.
+// _C.solve_triangular(A, B, upper, left, unitriangular) -> Tensor, or None: the drop-in's eager entry. On the CPU
+// (float32, float64, complex) and where hsma's plan hands a CUDA solve to torch's kernel (plan_hands_off) it is
+// torch.linalg.solve_triangular itself, result layout and autograd included; otherwise trsm's entry.
 PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (!arity(nargs, 5, "hsma_trsm._C.solve_triangular takes 5 positional arguments (A, B, upper, left, "
@@ -231,6 +231,12 @@ PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py
   const at::Tensor& B = THPVariable_Unpack(args[1]);
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
   return run_call([&] {
+    if (A.is_cpu() && B.is_cpu() && !half_dtype(A.scalar_type())) {
+      // The CPU solve is torch's LAPACK call on every path: torch's function itself, without trsm's copy into a
+      // contiguous result; trsm's checks first, so that the errors are hsma's (naming the public function).
+      check_trsm(A, B, make_args(left, upper, "N", unit, 1), "hsma::trsm");
+      return at::linalg_solve_triangular(A, B, upper, left, unit);
+    }
     if (plan_hands_off(A, B, left, upper, "N", unit)) return at::linalg_solve_triangular(A, B, upper, left, unit);
     return call_trsm(A, B, left, upper, "N", unit, 1);
   });
