@@ -15,7 +15,9 @@ import benchmarks.report as rp
 import benchmarks.util as bu
 import hsma_trsm
 from benchmarks import deltanet as dn
+from benchmarks import output
 from benchmarks import run as bm
+from benchmarks import timing as tm
 
 F32, BF16 = torch.float32, torch.bfloat16
 
@@ -194,7 +196,7 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress", "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
     assert sorted(os.listdir(out)) == ["deltanet.csv", "report.md"]
-    header, rows = bu.read_csv(os.path.join(out, "deltanet.csv"))
+    header, rows = output.read_csv(os.path.join(out, "deltanet.csv"))
     assert header["suite"] == "deltanet" and header["fla"] == "not available: no GPU" and "copy_gbs" in header
     assert list(rows[0]) == dn.COLUMNS
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu"]
@@ -208,7 +210,7 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
 
 def test_run_row_inverse_and_wu_cpu():
     _needs_inverse()
-    cfg = bm.TimingCfg(**vars(dn.TIMING["cpu"]))
+    cfg = tm.TimingCfg(**vars(dn.TIMING["cpu"]))
     for dt in (F32, BF16):
         row = dn.run_row(dn.DCase("inverse", 1, 128, 2, 32, dt, seed=3), torch.device("cpu"), cfg)
         assert row["status"] in (rp.OK, *rp.FLAGGED), row["note"]
@@ -228,7 +230,7 @@ def test_deltanet_cpu_run(tmp_path):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress"])
     assert rc == 0
-    _, rows = bu.read_csv(os.path.join(out, "deltanet.csv"))
+    _, rows = output.read_csv(os.path.join(out, "deltanet.csv"))
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "qwen", "qwen", "bf16"]
     for r in rows:
         if r["case"] in dn.FLA_GROUPS:
