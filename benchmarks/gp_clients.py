@@ -30,10 +30,10 @@ from . import output
 from . import report as rp
 from . import timing as tm
 from . import util as bu
+from .gp_models import make_step
 from .report import Col, Table, Target, f_x, ratio
 
 SUITE = "gpytorch"
-DIM = 4  # input dimensions
 # Sizes per mode: exact GP training-set sizes, SVGP (inducing points, minibatch), steps before timing.
 PLANS = {
     "gpu": dict(exact=[1000, 4000, 8000], svgp=[(1024, 4096)], check_steps=5),
@@ -95,74 +95,6 @@ def import_gpytorch():
     except Exception as e:  # noqa: BLE001 - ImportError, or an install broken against this torch
         return None, core.short(e)
     return gpytorch, None
-
-
-# ----------------------------------------------------------------------------------------------
-# Models
-
-
-def _data(n: int, dtype, device, seed: int):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.rand(n, DIM, generator=g, dtype=torch.float64)
-    y = torch.sin(2 * math.pi * x @ torch.linspace(0.5, 1.5, DIM, dtype=torch.float64))
-    y += 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
-    return x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
-
-
-def make_step(gpytorch, kind: str, size: tuple, dtype, device, seed: int):
-    """A training step of a fresh model (built under ``torch.manual_seed(seed)``): a callable returning the loss
-    (a detached 0-dim tensor). ``size``: (n,) for exact, (inducing, batch) for svgp."""
-    torch.manual_seed(seed)
-    lik = gpytorch.likelihoods.GaussianLikelihood()
-    if kind == "exact":
-        x, y = _data(size[0], dtype, device, seed)
-
-        class Exact(gpytorch.models.ExactGP):
-            def __init__(self):
-                super().__init__(x, y, lik)
-                self.mean = gpytorch.means.ConstantMean()
-                self.covar = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
-
-            def forward(self, t):
-                return gpytorch.distributions.MultivariateNormal(self.mean(t), self.covar(t))
-
-        model = Exact()
-        params = list(model.parameters())  # the likelihood is a submodule
-        mll_cls = gpytorch.mlls.ExactMarginalLogLikelihood
-    else:
-        m, b = size
-        x, y = _data(b, dtype, device, seed)
-
-        class SVGP(gpytorch.models.ApproximateGP):
-            def __init__(self):
-                z = x[:m].clone()
-                dist = gpytorch.variational.CholeskyVariationalDistribution(m)
-                super().__init__(gpytorch.variational.VariationalStrategy(self, z, dist,
-                                                                          learn_inducing_locations=True))
-                self.mean = gpytorch.means.ConstantMean()
-                self.covar = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
-
-            def forward(self, t):
-                return gpytorch.distributions.MultivariateNormal(self.mean(t), self.covar(t))
-
-        model = SVGP()
-        params = list(model.parameters()) + list(lik.parameters())
-        mll_cls = functools.partial(gpytorch.mlls.VariationalELBO, num_data=10 * b)
-    model.to(device=device, dtype=dtype)
-    lik.to(device=device, dtype=dtype)
-    model.train()
-    lik.train()
-    mll = mll_cls(lik, model)
-    opt = torch.optim.Adam(params, lr=0.01)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = -mll(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
 
 
 def _step_flops(kind: str, size: tuple) -> float:

@@ -2,7 +2,7 @@
 
 Clients (GPU sizes; float32 and float64 unless said):
 
-    exact     GPyTorch ExactGP training step (benchmarks.gp_clients.make_step: zero_grad, -mll, backward, Adam) at
+    exact     GPyTorch ExactGP training step (benchmarks.gp_models.make_step: zero_grad, -mll, backward, Adam) at
               n in {1000, 4000, 8000}, Cholesky path for every n;
     svgp      GPyTorch SVGP step, 1024 inducing points, minibatch 4096;
     fit       BoTorch SingleTaskGP on 500 points in [0, 1]^6: building the model and fit_gpytorch_mll (L-BFGS), float64;
@@ -26,8 +26,7 @@ import warnings
 
 import torch
 
-from . import core
-from . import gp_clients
+from . import core, gp_models
 from . import output
 from . import report as rp
 from . import timing as tm
@@ -127,7 +126,7 @@ def counted_switch():
 
 def make_gpytorch(kind, size, dtype, device, seed):
     gpytorch = _import("gpytorch")[0]
-    return gp_clients.make_step(gpytorch, kind, size, dtype, device, seed)
+    return gp_models.make_step(gpytorch, kind, size, dtype, device, seed)
 
 
 def _botorch_data(n, d, device, seed):
@@ -354,7 +353,7 @@ def suite_switch(ctx: core.Ctx) -> core.SuiteResult:
                       aggregate=True)]
     method = ("Real clients built twice from one seed, unchanged: torch's kernels, then inside hsma_trsm.enabled() "
               "(torch's solves on CUDA tensors routed to hsma by the dispatcher). exact / svgp: GPyTorch training "
-              "steps (benchmarks/gp_clients.py's models); fit: BoTorch SingleTaskGP built and fitted "
+              "steps (benchmarks/gp_models.py); fit: BoTorch SingleTaskGP built and fitted "
               "(fit_gpytorch_mll); qlogei: optimize_acqf of qLogExpectedImprovement on the fitted model; kalman: a "
               "batched Kalman filter's negative log likelihood, backward and Adam step in plain torch. The first "
               f"{plan['check_steps']} steps of each run warm up and give the check (diff = max abs difference of the "

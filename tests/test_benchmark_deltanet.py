@@ -15,6 +15,7 @@ import benchmarks.report as rp
 import benchmarks.util as bu
 import hsma_trsm
 from benchmarks import deltanet as dn
+from benchmarks import fla_kernels as fk
 from benchmarks import output
 from benchmarks import run as bm
 from benchmarks import timing as tm
@@ -162,29 +163,29 @@ def test_import_fla_from_wheel(tmp_path, no_fla):
         pytest.skip("an fla is installed here: the wheel fallback is not taken")
     except ImportError:
         pass
-    fla_, why = dn.import_fla(wheel_dir=str(tmp_path / "none"), extract_root=str(tmp_path / "x"))
+    fla_, why = fk.import_fla(wheel_dir=str(tmp_path / "none"), extract_root=str(tmp_path / "x"))
     assert fla_ is None and "no wheels/fla_core-*.whl" in why
     _fake_wheel(str(tmp_path / "wheels"))
-    fla_, why = dn.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
+    fla_, why = fk.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
     assert why is None and fla_.version == "0.0.test"
     assert fla_.root == str(tmp_path / "x" / "fla_core-0.0.test-py3-none-any")
     assert fla_.solve_tril(None) == "solve_tril" and fla_.recompute_w_u_fwd(1, 2, 3, 4, None) == ("w", "u")
     assert sorted(os.listdir(tmp_path / "x")) == ["fla_core-0.0.test-py3-none-any"]  # no partial folder left
-    again, _ = dn.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
+    again, _ = fk.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
     assert again.root == fla_.root
 
 
 def test_precompile_tasks_and_off_switch(capsys):
     cases = dn.deltanet_cases(dn.PLANS["gpu"])
-    tasks = dn.precompile_tasks(cases)
+    tasks = fk.precompile_tasks(cases)
     # 3 H x 3 BT x 2 output dtypes of solve_tril (the w/u rows' bf16 BT 64 keys among them), 3 w/u keys
     assert len(tasks) == 21 and sum(t[0] == "wu" for t in tasks) == 3
     assert [t[2] for t in tasks[:6]] == [64] * 6 and tasks[6][0] == "wu" and tasks[-1][2] == 16
     assert ("wu", 96, 64, 8192, "bfloat16", 128, 128) in tasks
-    fla_ = dn.Fla(None, None, "0", "/nowhere")
-    assert dn.precompile_fla(fla_, cases, workers=0) == dict(seconds=0.0, kernels=0, workers=0, errors=["off"])
+    fla_ = fk.Fla(None, None, "0", "/nowhere")
+    assert fk.precompile_fla(fla_, cases, workers=0) == dict(seconds=0.0, kernels=0, workers=0, errors=["off"])
     # a precompile process reports its failures as one JSON line instead of raising
-    dn._precompile_main([json.dumps([["solve_tril", 4, 64, 128, "float32"]])])
+    fk._precompile_main([json.dumps([["solve_tril", 4, 64, 128, "float32"]])])
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["kernels"] == 0 and len(res["errors"]) == 1
 
