@@ -14,6 +14,7 @@ from . import timing as tm
 from . import util as bu
 from .cases import PLANS, TOL, Case, case_lines, dt_jobs, hsma_call, make_inputs
 from .report import Col, Table, Target, f_err, f_pct, f_rate, f_us, f_x, ratio
+from .tidy import Tidy
 
 # ----------------------------------------------------------------------------------------------
 # Suite: large (issue 5)
@@ -133,7 +134,8 @@ def suite_large(ctx: core.Ctx) -> core.SuiteResult:
               f"warm call, about {cfg.max_s:g} s per measurement at most); graph times only where every eager time "
               f"is below {cfg.graph_max_us / 1000:g} ms. NB / variant: the block plan the solve runs "
               "(the block-size table's row and the rules after it; hsma_trsm._ops.block_plan).")
-    return core.SuiteResult(rows, cols, table, "large: blocked solves, m = n up to 16384 (issue 5)", method, targets)
+    return core.SuiteResult(rows, cols, table, "large: blocked solves, m = n up to 16384 (issue 5)", method, targets,
+                            tidy=Tidy(impls=("hsma", "torch", "gemm")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -201,13 +203,18 @@ def suite_ablation(ctx: core.Ctx) -> core.SuiteResult:
               f"against NB = {FIXED_NB} forced (fixed; the override nb), the table's variant for both. "
               "No torch here: fixed/adapt = fixed time / adaptive time (> 1: the adaptive choice is faster; the "
               "CSV's speedup column). Timing as in large." + extra)
-    return core.SuiteResult(rows, cols, table, f"ablation: adaptive NB vs fixed NB = {FIXED_NB} (issue 5)", method)
+    return core.SuiteResult(rows, cols, table, f"ablation: adaptive NB vs fixed NB = {FIXED_NB} (issue 5)", method,
+                            tidy=Tidy(impls=names, baseline="fixed", headline="adaptive"))
 
 
 # ----------------------------------------------------------------------------------------------
 # Suite: split (issue 5; paper Table 3)
 
 _SPLIT_CATS = bu.KERNEL_CATEGORIES  # inverse, small, gemm, other
+# The long CSV: hsma's call time (eager), its summed kernel time (kernels) and each kind's share of it (modes named
+# by the kind); no ratio (one implementation).
+SPLIT_TIDY = Tidy(impls=("hsma",), baseline=None,
+                  modes=(("eager", "call_us"), ("kernels", "kernel_us")) + tuple((c, f"{c}_us") for c in _SPLIT_CATS))
 
 
 def suite_split(ctx: core.Ctx) -> core.SuiteResult:
@@ -295,4 +302,4 @@ def suite_split(ctx: core.Ctx) -> core.SuiteResult:
     else:
         method = ("CPU path: no kernels; the profiler's CPU ops are summed by self time with the same name rules "
                   "(so nearly everything is 'other': LAPACK runs inside aten::linalg_solve_triangular).")
-    return core.SuiteResult(rows, cols, table, "split: where the time goes (issue 5)", method)
+    return core.SuiteResult(rows, cols, table, "split: where the time goes (issue 5)", method, tidy=SPLIT_TIDY)

@@ -31,6 +31,7 @@ from . import timing as tm
 from . import util as bu
 from .cases import ALL_DTYPES, TOL, Case
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
+from .tidy import EAGER_GRAPH, Tidy
 
 SUITE = "clients"
 GROUPS = ("narrow", "variants", "complex", "kalman", "svgp", "squares")
@@ -359,5 +360,7 @@ def suite_clients(ctx: core.Ctx) -> core.SuiteResult:
               "bandwidth measured in this run. Narrow cases of order >= "
               f"{BIG_K} run last, so the suite's time budget skips them first.")
     return core.SuiteResult(rows, cols, table, "clients: shapes training code sends, forward and backward", method,
-                          _targets(), extra_md,
-                          extra_header={"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan"})
+                            _targets(), extra_md,
+                            extra_header={"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan"},
+                            tidy=Tidy(modes=EAGER_GRAPH + (("eager_fwd_bwd", "{impl}_fb_us"),
+                                                           ("graph_fwd_bwd", "{impl}_fb_graph_us"))))

@@ -32,6 +32,7 @@ from . import timing as tm
 from . import util as bu
 from .cases import TIMING, TOL, Case, hsma_call, make_inputs, torch_call
 from .report import Col, Table, f_rate, f_us, f_x, ratio
+from .tidy import Tidy
 
 STICKY = re.compile(
     r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
@@ -307,6 +308,7 @@ class SuiteResult:
     targets: list = field(default_factory=list)  # Target specs
     extra_md: list = field(default_factory=list)
     extra_header: dict = field(default_factory=dict)
+    tidy: Optional[Tidy] = None  # how the rows melt into the long CSV (None: the rows are written as they are)
 
 
 def run_jobs(ctx: Ctx, suite: str, jobs, table: Table, run_one, skipped_row) -> list:

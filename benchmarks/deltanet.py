@@ -70,6 +70,7 @@ from . import timing as tm
 from . import util as bu
 from .fla_kernels import Fla, import_fla, precompile_fla
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "deltanet"
 GROUPS = ("inverse", "wu", "qwen", "bf16")
@@ -114,6 +115,8 @@ TIMING = {
 # hsma_f32 (bf16) the float32 solve of the same values; hsma_solve (inverse) the inverse by the solve against an
 # identity (the override inverse=solve), where hsma is trtri's own choice.
 NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve")
+# Per group the contender the long CSV's ratios are against (the headline comparison of the group).
+BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -649,4 +652,5 @@ def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
     if pc:
         header["fla_precompile_s"] = f"{pc['seconds']:.1f}"
     return core.SuiteResult(rows, COLUMNS, table, "deltanet: DeltaNet chunks, hsma vs fla solve_tril (issue 43)",
-                          method, _targets(), extra_md, extra_header=header)
+                            method, _targets(), extra_md, extra_header=header,
+                            tidy=Tidy(impls=NAMES, baseline=lambda r: BASELINE[r["case"]], err="{impl}_max_diff"))

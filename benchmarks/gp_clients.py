@@ -32,6 +32,7 @@ from . import timing as tm
 from . import util as bu
 from .gp_models import make_step
 from .report import Col, Table, Target, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "gpytorch"
 # Sizes per mode: exact GP training-set sizes, SVGP (inducing points, minibatch), steps before timing.
@@ -229,4 +230,5 @@ def suite_gpytorch(ctx: core.Ctx) -> core.SuiteResult:
               "speedup = torch ms / hsma ms; solves/step = calls routed to hsma per step. torch.cholesky_solve "
               "(also called by GPyTorch) is not routed.")
     return core.SuiteResult(rows, cols, table, "gpytorch: GPyTorch training steps, torch vs routed to hsma", method,
-                          targets)
+                            targets, tidy=Tidy(impls=("torch", "hsma"), modes=(("step", "{impl}_us"),),
+                                               err="loss_max_abs_diff"))

@@ -7,7 +7,7 @@ CSV files and the console.
                                    only when asked;
     result_header, write_csv, read_csv
                                    result files: '# key: value' lines, then the CSV;
-    progress, log                  a tqdm progress bar on stderr (plain fallback), tqdm-safe printing.
+    progress, log, set_verbose     a tqdm progress bar on stderr (plain fallback), tqdm-safe printing of details.
 """
 from __future__ import annotations
 
@@ -245,8 +245,21 @@ def progress(iterable, total=None, desc="", disable=False):
     return bar
 
 
+# Whether log() prints: the driver (python -m benchmarks) turns it off unless --verbose, so that its console is a
+# summary; the details are in the result files. The tools with their own CLI (tune, tune_paths, shapes) print all.
+_verbose = True
+
+
+def set_verbose(on: bool) -> None:
+    global _verbose
+    _verbose = bool(on)
+
+
 def log(msg: str = "") -> None:
-    """Prints to stdout without breaking an active tqdm bar."""
+    """Prints a detail line (a case, a measurement aside) to stdout without breaking an active tqdm bar; nothing
+    when verbosity is off (:func:`set_verbose`)."""
+    if not _verbose:
+        return
     if _tqdm is not None and _active_bar is not None and isinstance(_active_bar, _tqdm):
         _tqdm.write(msg, file=sys.stdout)
     else:

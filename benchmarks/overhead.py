@@ -11,6 +11,10 @@ from . import timing as tm
 from . import util as bu
 from .cases import PLANS, TOL, Case, make_inputs
 from .report import Col, Table, f_err, f_us, f_x, ratio
+from .tidy import Tidy
+
+TORCH_API = "torch.linalg.solve_triangular"  # the row the others' speedups are against
+
 
 def overhead_apis():
     """(label, factory(A, B) -> callable) for the host-overhead suite; bound once, called many times."""
@@ -22,7 +26,7 @@ def overhead_apis():
     tst = torch.linalg.solve_triangular
     return [  # the floor and torch first, so each later row can be compared as it is printed
         ("torch.add (floor)", lambda A, B: (lambda: torch.add(B, B))),
-        ("torch.linalg.solve_triangular", lambda A, B: (lambda: tst(A, B, upper=False))),
+        (TORCH_API, lambda A, B: (lambda: tst(A, B, upper=False))),
         ("hsma_trsm.solve_triangular", lambda A, B: (lambda: st(A, B, upper=False))),
         ("torch.ops.hsma.trsm", lambda A, B: (lambda: pkt(A, B))),
         ("torch.ops.hsma.trsm.default", lambda A, B: (lambda: ovl(A, B))),
@@ -56,8 +60,9 @@ def suite_overhead(ctx: core.Ctx) -> core.SuiteResult:
         m, n, label, _ = job
         return dict(suite="overhead", case="single", shape=f"m={m} n={n}", dtype=bu.dtype_name(dt), m=m, n=n,
                     api=label, calls=calls, repeats=repeats, host_us=math.nan, host_min_us=math.nan,
-                    wall_us=math.nan, over_floor_us=math.nan, speedup=math.nan, eager_us=math.nan, rel_err=math.nan,
-                    status="", note="", rounds=0, host_spread=math.nan, eager_spread=math.nan)
+                    wall_us=math.nan, over_floor_us=math.nan, speedup=math.nan, eager_us=math.nan,
+                    eager_speedup=math.nan, rel_err=math.nan, status="", note="", rounds=0, host_spread=math.nan,
+                    eager_spread=math.nan)
 
     def run_one(job):
         m, n, label, make = job
@@ -92,11 +97,13 @@ def suite_overhead(ctx: core.Ctx) -> core.SuiteResult:
             row.update(status=rp.ERROR, note=core.short(e))
         if is_floor:
             floor[(m, n)] = row["host_us"]
-        if label == "torch.linalg.solve_triangular":
-            ref_torch[(m, n)] = row["host_us"]
+        if label == TORCH_API:
+            ref_torch[(m, n)] = (row["host_us"], row["eager_us"])
         f = floor.get((m, n), math.nan)
         row["over_floor_us"] = row["host_us"] - f if rp.finite(f) and rp.finite(row["host_us"]) else math.nan
-        row["speedup"] = ratio(ref_torch.get((m, n), math.nan), row["host_us"])
+        ref_host, ref_eager = ref_torch.get((m, n), (math.nan, math.nan))
+        row["speedup"] = ratio(ref_host, row["host_us"])
+        row["eager_speedup"] = ratio(ref_eager, row["eager_us"])
         return row
 
     def skipped(job):
@@ -105,7 +112,7 @@ def suite_overhead(ctx: core.Ctx) -> core.SuiteResult:
     rows = core.run_jobs(ctx, "overhead", jobs, table, run_one, skipped)
     inputs.clear()
     cols = ["suite", "case", "shape", "dtype", "m", "n", "api", "calls", "repeats", "host_us", "host_min_us", "wall_us",
-            "over_floor_us", "speedup", "eager_us", "rel_err", "status", "note", "rounds", "host_spread",
+            "over_floor_us", "speedup", "eager_us", "eager_speedup", "rel_err", "status", "note", "rounds", "host_spread",
             "eager_spread"]
     method = (f"float32, left lower. {calls} calls back to back without synchronization between two perf_counter "
               f"readings, median (min) over {repeats} repeats of the time / calls = host us; wall us adds the final "
@@ -114,4 +121,7 @@ def suite_overhead(ctx: core.Ctx) -> core.SuiteResult:
               "row's. eager us = the case's time of isolated calls as in the small suite (device synchronized before "
               "each call): torch.add's is the floor of any op's eager time. Callables bound once (no attribute "
               "lookups in the loop).")
-    return core.SuiteResult(rows, cols, table, "overhead: host time per call", method)
+    # host: calls back to back, eager: isolated calls; the ratios against torch's row of the shape
+    tidy = Tidy(impl_col="api", baseline=TORCH_API, modes=(("host", "host_us"), ("eager", "eager_us")), err="rel_err",
+                ratio_cols={"host": "speedup", "eager": "eager_speedup"}, headline="hsma_trsm.solve_triangular")
+    return core.SuiteResult(rows, cols, table, "overhead: host time per call", method, tidy=tidy)

@@ -68,10 +68,16 @@ import torch
 from . import core
 from . import output
 from . import report as rp
+from . import summary
 from . import timing as tm
 from . import util as bu
 from .cases import PLANS
 from .registry import OPT_IN_SUITES, REGISTRY, SUITES
+from .tidy import COLUMNS as TIDY_COLUMNS
+from .tidy import melt
+
+REPORT_NAME = "report.md"
+DETAILS = "details"  # the folder of the wide CSVs (every measured column) of the suites with a long CSV
 
 # The earlier --cases names, mapped to the suite that now holds them.
 _CASE_ALIASES = {
@@ -142,6 +148,9 @@ def parse_args(argv=None):
                    help="torch CPU threads (torch.set_num_threads; default: torch's own choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="print every case's line and each suite's targets (default: one line per suite and a "
+                        "summary; the details are in the result files)")
     p.add_argument("--strict", action="store_true",
                    help="exit with status 1 if any case failed (error, inaccurate, partial) or the run was "
                         "interrupted; flagged (noisy, implausible, capped) and skipped (budget) cases do not count")
@@ -168,7 +177,7 @@ def output_names(suites) -> dict:
     """File names inside the output folder: '<suite>.csv' per suite and 'report' -> 'report.md'
     (no date or tag: the run is identified by the files' '# key: value' lines)."""
     names = {s: f"{s}.csv" for s in suites}
-    names["report"] = "report.md"
+    names["report"] = REPORT_NAME
     return names
 
 
@@ -208,13 +217,27 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows, times) -> bool:
-    """Runs the selected suites in order, printing and writing each; True when interrupted."""
+def _write_suite(out: str, names: dict, suite: str, res, meta: list) -> list:
+    """Writes the suite's CSV (long where the suite has a Tidy spec, with its wide rows in details/); the paths."""
+    path = os.path.join(out, names[suite])
+    if res.tidy is None:
+        output.write_csv(path, res.rows, res.columns, meta)
+        return [path]
+    output.write_csv(path, melt(res.rows, res.tidy), TIDY_COLUMNS, meta)
+    detail = os.path.join(out, DETAILS, names[suite])
+    os.makedirs(os.path.dirname(detail), exist_ok=True)
+    output.write_csv(detail, res.rows, res.columns, meta)
+    return [path, detail]
+
+
+def _run_suites(ctx, args, names, header, intro, reports, all_targets, results, times) -> bool:
+    """Runs the selected suites in order, printing a line and writing the files of each; True when interrupted.
+    ``results`` gets (suite, wide rows, long rows, Tidy spec) per suite."""
     device, is_cuda = ctx.device, ctx.is_cuda
     interrupted = False
     for suite in args.suites:
         t0 = time.perf_counter()
-        print(f"\n== {suite}", flush=True)
+        output.log(f"\n== {suite}")
         try:
             res = REGISTRY[suite].run(ctx)
         except KeyboardInterrupt:
@@ -227,34 +250,51 @@ def _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows,
         times[suite] = time.perf_counter() - t0
         evaluated = rp.evaluate_targets(res.targets, res.rows, applicable=is_cuda)
         if evaluated:
-            print(f"targets ({rp.target_counts(evaluated)}):")
-            print("\n".join(rp.target_lines(evaluated)))
-        print(f"{suite}: {len(res.rows)} rows ({rp.status_summary(res.rows)}) in {times[suite]:.1f} s", flush=True)
+            output.log(f"targets ({rp.target_counts(evaluated)}):")
+            output.log("\n".join(rp.target_lines(evaluated)))
+        long_rows = melt(res.rows, res.tidy)
+        print(summary.suite_line(suite, res.rows, long_rows, res.tidy, times[suite]), flush=True)
         all_targets += evaluated
-        all_rows += res.rows
+        results.append((suite, res.rows, long_rows, res.tidy))
         title = res.title + (" (interrupted: partial)" if ctx.interrupted else "")
         reports.append(rp.SuiteReport(suite, title, res.method, res.table, res.rows, evaluated, names[suite],
                                       times[suite], res.extra_md))
         if not args.no_save:
             try:
-                path = os.path.join(args.out, names[suite])
-                output.write_csv(path, res.rows, res.columns, header + [("suite", suite)] + list(res.extra_header.items()))
-                report_path = os.path.join(args.out, names["report"])
-                with open(report_path, "w") as f:
+                meta = header + [("suite", suite)] + list(res.extra_header.items())
+                paths = _write_suite(args.out, names, suite, res, meta)
+                with open(os.path.join(args.out, names["report"]), "w") as f:
                     f.write(rp.markdown_report(header, intro, reports))
-                print(f"wrote {path} (and {names['report']})", flush=True)
+                output.log(f"wrote {', '.join(paths)} (and {names['report']})")
             except OSError as e:
                 print(f"could not write results: {core.short(e)}", file=sys.stderr)
         if ctx.interrupted:
             interrupted = True
             break
-
     return interrupted
+
+
+def _print_summary(results: list, all_targets: list, out: Optional[str], seconds: float) -> None:
+    """The run's summary on stdout: totals, missed targets, the worst cases, where the results went."""
+    all_rows = [r for _, rows, _, _ in results for r in rows]
+    print(f"\n== summary: {len(all_rows)} cases in {seconds:.1f} s (start-up included)")
+    print(summary.clip(f"statuses: {rp.status_summary(all_rows)}"))
+    for line in summary.target_summary(all_targets):
+        print(line)
+    worst = summary.worst_lines([(s, long_rows, spec) for s, _, long_rows, spec in results])
+    if worst:
+        print("worst ratios (baseline time / this time; < 1: slower than the baseline):")
+        print("\n".join(worst))
+    if out:
+        print(summary.clip(f"results: {out}"))
+        print(f"  <suite>.csv: a row per case x implementation x mode ({', '.join(TIDY_COLUMNS[4:9])}, ...)")
+        print(f"  {DETAILS}/<suite>.csv: every column; {REPORT_NAME}: every table and target")
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     t_start = time.perf_counter()
+    output.set_verbose(args.verbose)
 
     device = tm.resolve_device(args.device)
     is_cuda = device.type == "cuda"
@@ -266,8 +306,8 @@ def main(argv=None) -> int:
         return 0
     if not is_cuda:
         why = "no CUDA device" if not torch.cuda.is_available() else "--device cpu"
-        print(f"{why}: running the CPU path (perf_counter timing, smaller sizes, no CUDA graph numbers; "
-              "the GPU targets are shown as n/a)", flush=True)
+        print(f"{why}: the CPU path (perf_counter timing, smaller sizes, no CUDA graph times, GPU targets n/a)",
+              flush=True)
 
     import hsma_trsm  # noqa: F401 - loads the extension (fails early if it is not built)
 
@@ -287,12 +327,13 @@ def main(argv=None) -> int:
             pass
     else:
         print(f"device: CPU ({env['cpu']}, {env['threads']} threads)")
-    print(f"torch {env['torch']}, cuda {env['cuda']}, hip {env['hip']}, hsma_trsm {env['hsma_trsm']} "
-          f"(git {env['git']}), date {env['date']}, float32 matmul precision {env['float32_matmul_precision']}")
+    print(summary.clip(f"torch {env['torch']}, cuda {env['cuda']}, hip {env['hip']}, hsma_trsm {env['hsma_trsm']} "
+                       f"(git {env['git']}), date {env['date']}"))
     out = None if args.no_save else resolve_out_dir(args.out, args.curated, env, is_cuda)
-    print(f"suites: {', '.join(args.suites)} ({mode} sizes); dtypes: {', '.join(map(bu.dtype_name, args.dtypes))}; "
-          f"{rp.SPEEDUP_NOTE}; 'gr.' = CUDA graph replay per call (GPU time only); each time the median of "
-          f"{args.rounds} round medians", flush=True)
+    print(summary.clip(f"suites: {', '.join(args.suites)} ({mode} sizes); "
+                       f"dtypes: {', '.join(map(bu.dtype_name, args.dtypes))}"), flush=True)
+    output.log(f"{rp.SPEEDUP_NOTE}; 'gr.' = CUDA graph replay per call (GPU time only); each time the median of "
+               f"{args.rounds} round medians")
     print(f"output: {out if out else 'none (--no-save)'}", flush=True)
     if out and output.is_within(out, os.path.join(output.REPO_ROOT, output.RESULTS_DIR)) and \
             os.path.basename(os.path.normpath(out)) != output.run_slug(env):
@@ -324,7 +365,7 @@ def main(argv=None) -> int:
     if out:
         os.makedirs(out, exist_ok=True)
 
-    reports, all_targets, all_rows, times = [], [], [], {}
+    reports, all_targets, results, times = [], [], [], {}
     interrupted = False
     # `timeout` (scripts/gpu_run.sh) sends SIGTERM: treat it like Ctrl-C, so the suite running keeps
     # its finished rows and is written out.
@@ -334,21 +375,13 @@ def main(argv=None) -> int:
     except ValueError:  # not the main thread
         pass
     try:
-        interrupted = _run_suites(ctx, args, names, header, intro, reports, all_targets, all_rows, times)
+        interrupted = _run_suites(ctx, args, names, header, intro, reports, all_targets, results, times)
     finally:
         if prev_term is not None:
             signal.signal(signal.SIGTERM, prev_term)
 
-    print("\n== summary")
-    for s, t in times.items():
-        rows = [r for r in all_rows if r.get("suite") == s]
-        print(f"  {s:<9} {t:6.1f} s  {rp.status_summary(rows)}")
-    print(f"  total     {time.perf_counter() - t_start:6.1f} s (including start-up)")
-    print(f"statuses: {rp.status_summary(all_rows)}")
-    if all_targets:
-        print(f"targets: {rp.target_counts(all_targets)}")
-    if out:
-        print(f"results: {out}")
+    _print_summary(results, all_targets, out, time.perf_counter() - t_start)
+    all_rows = [r for _, rows, _, _ in results for r in rows]
     if interrupted:
         print("interrupted: the finished suites and the finished cases of the interrupted one were saved",
               file=sys.stderr)

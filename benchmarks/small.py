@@ -11,6 +11,7 @@ from . import report as rp
 from . import util as bu
 from .cases import PLANS, Case, case_lines, dt_jobs, hsma_call
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
+from .tidy import Tidy
 
 # ----------------------------------------------------------------------------------------------
 # Suite: small (issue 3)
@@ -98,7 +99,8 @@ def suite_small(ctx: core.Ctx) -> core.SuiteResult:
                                       "small_kernel", "vs_pipeline", "vs_pipeline_graph"] + core.tail_cols())
     method = ("Single solves (no batch), left lower non-unit unless the case says otherwise; trans cases call "
               "hsma_trsm.trsm(trans=...) and torch on A.mT / A.mH. GFLOP/s from m²n flops (mn² right; x4 complex).")
-    return core.SuiteResult(rows, cols, table, "small: single solves, m <= 64 (issue 3)", method, targets, extra_md)
+    return core.SuiteResult(rows, cols, table, "small: single solves, m <= 64 (issue 3)", method, targets, extra_md,
+                            tidy=Tidy())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -183,4 +185,5 @@ def suite_batched(ctx: core.Ctx) -> core.SuiteResult:
     extra_md = [f"Copy bandwidth: **{f_rate(copy_gbs)} GB/s** (`dst.copy_(src)` of {copy_bytes / 2**20:.0f} MiB, "
                 f"2 x bytes / median time" + (f" {f_us(copy_t.median_us)} us" if copy_t else "") + ")."]
     return core.SuiteResult(rows, cols, table, "batched: batches of small systems (issue 4)", method, targets, extra_md,
-                       extra_header={"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan"})
+                            extra_header={"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan"},
+                            tidy=Tidy())

@@ -27,6 +27,7 @@ from . import core
 from . import timing as tm
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_us, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "solvers"
 OPS = ("cholesky_solve", "lu_solve")
@@ -212,5 +213,6 @@ def suite_solvers(ctx: core.Ctx) -> core.SuiteResult:
               "hsma us, switch = torch us / switch us; gr. = the same from CUDA-graph replay (GPU time only; blank "
               "where torch's own call may run MAGMA, which cannot be captured: not tried). "
               "rel err against the float64 (complex128) torch result.")
-    res = core.SuiteResult(rows, cols, table, "solvers: cholesky_solve and lu_solve, hsma vs torch", method, targets)
+    res = core.SuiteResult(rows, cols, table, "solvers: cholesky_solve and lu_solve, hsma vs torch", method, targets,
+                           tidy=Tidy(impls=NAMES))
     return res

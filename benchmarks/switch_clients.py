@@ -32,6 +32,7 @@ from . import report as rp
 from . import timing as tm
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "switch"
 KINDS = ("exact", "svgp", "fit", "qlogei", "kalman")
@@ -360,4 +361,6 @@ def suite_switch(ctx: core.Ctx) -> core.SuiteResult:
               "outputs step by step: losses, fitted parameters, candidates and acquisition value; routed/step = "
               "calls that reached hsma per step); then steps timed like a solve (median of round medians of "
               "isolated steps). speedup = torch ms / switch ms.")
-    return core.SuiteResult(rows, cols, table, "switch: real clients with hsma's switch off and on", method, targets)
+    return core.SuiteResult(rows, cols, table, "switch: real clients with hsma's switch off and on", method, targets,
+                            tidy=Tidy(impls=("torch", "switch"), modes=(("step", "{impl}_us"),), err="max_abs_diff",
+                                      headline="switch"))

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import sys
+import tempfile
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -296,11 +299,35 @@ def profile_kernels(fn: Callable[[], object], device, calls: int = 1) -> list:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     sync = torch.cuda.synchronize if is_cuda else (lambda: None)
     sync()
-    with profile(activities=acts, acc_events=True) as prof:  # one cycle; acc_events silences a reuse warning
+    with _without_profiler_marks(), profile(activities=acts, acc_events=True) as prof:  # acc_events: no reuse warning
         for _ in range(calls):
             fn()
             sync()
     return device_kernel_times(prof.events(), on_device=is_cuda)
+
+
+# Kineto's trace markers, which it writes to stderr (fd 2) at each profiler start and stop.
+_PROFILER_MARK = re.compile(r"^USDT:.*profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def _without_profiler_marks():
+    """Inside the block fd 2 goes to a temporary file; after it, its lines go back to stderr but kineto's start / stop
+    markers (two stray lines per profiled case otherwise)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [ln for ln in tmp.read().decode(errors="replace").splitlines(keepends=True)
+                    if not _PROFILER_MARK.match(ln)]
+            sys.stderr.write("".join(kept))
 
 
 def split_kernel_times(kernels: Sequence, calls: int = 1, top: int = 3) -> dict:

@@ -51,8 +51,8 @@ def test_clients_suite_cpu(tmp_path, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "clients", "--dtypes", "f32,c128", "--out", out,
                   "--no-progress"])
     assert rc == 0
-    assert sorted(os.listdir(out)) == ["clients.csv", "report.md"]
-    header, rows = output.read_csv(os.path.join(out, "clients.csv"))
+    assert sorted(os.listdir(out)) == ["clients.csv", "details", "report.md"]
+    header, rows = output.read_csv(os.path.join(out, "details", "clients.csv"))
     assert header["suite"] == "clients" and "copy_gbs" in header
     assert set(_CLIENT_COLUMNS) <= set(rows[0])
     assert {r["case"] for r in rows} == set(cl.GROUPS)
@@ -71,7 +71,7 @@ def test_clients_suite_cpu(tmp_path, capsys):
         assert int(r["bytes"]) == (int(r["batch"]) * (k * (k + 1) // 2 + 2 * k * n)) * item
         assert r["bw_basis"] == "eager" and float(r["hsma_gbs"]) > 0
     text = capsys.readouterr().out
-    assert "targets (0 PASS, 0 MISS" in text  # GPU targets: n/a on the CPU path
+    assert "targets: 0 PASS, 0 MISS" in text  # GPU targets: n/a on the CPU path
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## clients" in md and "fb spd" in md and "- narrow (" in md and "| target | case |" in md
@@ -90,7 +90,7 @@ def test_gpytorch_suite_skips_without_gpytorch(tmp_path, monkeypatch, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "gpytorch", "--out", str(tmp_path), "--no-progress",
                   "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    _, rows = output.read_csv(os.path.join(tmp_path, "gpytorch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "gpytorch.csv"))
     assert len(rows) == len(gp.gp_jobs(gp.PLANS["cpu-quick"], list(bc.ALL_DTYPES))) == 4  # exact, svgp x f32, f64
     assert {r["status"] for r in rows} == {"skipped (gpytorch not installed)"}
     assert all("gpytorch" in r["note"] for r in rows)
@@ -134,7 +134,7 @@ def test_gpytorch_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "gpytorch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    _, rows = output.read_csv(os.path.join(tmp_path, "gpytorch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "gpytorch.csv"))
     assert [r["case"] for r in rows] == ["exact", "svgp"]
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
     for r in rows:

@@ -196,14 +196,14 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress", "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    assert sorted(os.listdir(out)) == ["deltanet.csv", "report.md"]
-    header, rows = output.read_csv(os.path.join(out, "deltanet.csv"))
+    assert sorted(os.listdir(out)) == ["deltanet.csv", "details", "report.md"]
+    header, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
     assert header["suite"] == "deltanet" and header["fla"] == "not available: no GPU" and "copy_gbs" in header
     assert list(rows[0]) == dn.COLUMNS
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu"]
     assert {r["status"] for r in rows} == {dn.SKIPPED_NO_GPU} and all("Triton" in r["note"] for r in rows)
     text = capsys.readouterr().out
-    assert "targets (0 PASS, 0 MISS" in text
+    assert "targets: 0 PASS, 0 MISS" in text
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## deltanet" in md and "| target | case |" in md and "fla: not available (no GPU)" in md
@@ -231,7 +231,7 @@ def test_deltanet_cpu_run(tmp_path):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress"])
     assert rc == 0
-    _, rows = output.read_csv(os.path.join(out, "deltanet.csv"))
+    _, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "qwen", "qwen", "bf16"]
     for r in rows:
         if r["case"] in dn.FLA_GROUPS:

@@ -15,8 +15,11 @@ from benchmarks import blocked
 from benchmarks import cases as bc
 from benchmarks import core
 from benchmarks import output
+from benchmarks import overhead
 from benchmarks import run as bm
 from benchmarks import small
+from benchmarks import summary
+from benchmarks import tidy
 from benchmarks import timing as tm
 from benchmarks import tune
 
@@ -413,8 +416,8 @@ def test_main_quick_cpu(tmp_path, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "small,overhead", "--dtypes", "c128", "--out", out,
                   "--no-progress"])
     assert rc == 0
-    assert sorted(os.listdir(out)) == ["overhead.csv", "report.md", "small.csv"]
-    header, rows = output.read_csv(os.path.join(out, "small.csv"))
+    assert sorted(os.listdir(out)) == ["details", "overhead.csv", "report.md", "small.csv"]
+    header, rows = output.read_csv(os.path.join(out, "details", "small.csv"))
     assert header["suite"] == "small" and header["cuda"] == (torch.version.cuda or "none")
     assert header["rounds"] == "3" and header["date"] == output.env_info("cpu")["date"]
     # a busy host may flag a case (noisy, implausible), never fail one
@@ -428,13 +431,41 @@ def test_main_quick_cpu(tmp_path, capsys):
             rounds = [float(x) for x in r[f"{p}_rounds_us"].split(";")]
             assert float(r[f"{p}_us"]) == pytest.approx(sorted(rounds)[1], rel=1e-5)
             assert float(r[f"{p}_spread"]) == pytest.approx(max(rounds) / min(rounds), rel=1e-4)
-    _, rows = output.read_csv(os.path.join(out, "overhead.csv"))
+    _, rows = output.read_csv(os.path.join(out, "details", "overhead.csv"))
     assert len(rows) == 10 and all(float(r["host_us"]) > 0 for r in rows)
     text = capsys.readouterr().out
-    assert "targets (0 PASS, 0 MISS" in text  # GPU targets are n/a on the CPU path
+    assert "targets: 0 PASS, 0 MISS" in text  # GPU targets are n/a on the CPU path
+    # the console is a summary: a line per suite, no case lines, nothing wider than the summary's width
+    lines = text.splitlines()
+    assert len(lines) <= 30 and max(map(len, lines)) <= summary.WIDTH
+    assert sum(line.startswith(("small ", "overhead ")) for line in lines) == 2 and "hsma us" not in text
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## small" in md and "## overhead" in md and "| target | case |" in md
+    # the long CSV: a row per case x implementation x mode, the ratio against torch in the same mode
+    header, long_rows = output.read_csv(os.path.join(out, "small.csv"))
+    assert list(long_rows[0]) == tidy.COLUMNS and header["suite"] == "small"
+    _, rows = output.read_csv(os.path.join(out, "details", "small.csv"))
+    assert len(long_rows) == 2 * len(rows) and {r["impl"] for r in long_rows} == {"hsma", "torch"}
+    by = {(r["case"], r["shape"], r["impl"]): r for r in long_rows}
+    for r in rows:
+        h, t = by[(r["case"], r["shape"], "hsma")], by[(r["case"], r["shape"], "torch")]
+        assert h["mode"] == t["mode"] == "eager" and h["vs"] == t["vs"] == "torch" and float(t["ratio"]) == 1.0
+        assert float(h["ratio"]) == pytest.approx(float(t["time_us"]) / float(h["time_us"]), rel=1e-4)
+        assert float(h["time_us"]) == pytest.approx(float(r["hsma_us"]), rel=1e-5) and h["status"] == r["status"]
+    _, long_rows = output.read_csv(os.path.join(out, "overhead.csv"))
+    assert {r["mode"] for r in long_rows} == {"host", "eager"}
+    assert {r["impl"] for r in long_rows} == {label for label, _ in overhead.overhead_apis()}
+
+
+def test_verbose_restores_the_case_lines(tmp_path, capsys):
+    try:
+        assert bm.main(["--quick", "--device", "cpu", "--suite", "overhead", "--no-save", "--no-progress",
+                        "--verbose"]) == 0
+    finally:
+        output.set_verbose(True)
+    text = capsys.readouterr().out
+    assert "torch.ops.hsma.trsm.default" in text and "== overhead" in text
 
 
 def test_git_revision_override(monkeypatch):
@@ -571,7 +602,7 @@ def test_main_budget_skips_are_not_failures(tmp_path, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "small", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress", "--time-budget", "1e-9", "--strict"])
     assert rc == 0  # --strict fails on failures only
-    _, rows = output.read_csv(os.path.join(tmp_path, "small.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "small.csv"))
     assert rows and {r["status"] for r in rows} == {"skipped (budget)"}
     cap = capsys.readouterr()
     assert f"statuses: {len(rows)} skipped (budget)" in cap.out
@@ -622,14 +653,14 @@ def test_speedup_is_torch_over_hsma_in_every_table(tmp_path):
         h, t, sp = head.index("hsma us"), head.index("torch us"), head.index("speedup")
         for r in rows:
             assert x(r[sp]) == pytest.approx(float(r[t]) / float(r[h]), rel=0.02, abs=0.006), (suite, r)
-        _, csv_rows = output.read_csv(os.path.join(tmp_path, f"{suite}.csv"))
+        _, csv_rows = output.read_csv(os.path.join(tmp_path, "details", f"{suite}.csv"))
         for r in csv_rows:
             assert float(r["speedup"]) == pytest.approx(float(r["torch_us"]) / float(r["hsma_us"]), rel=1e-4)
     # overhead: each api's host time against torch's (> 1: faster than torch); no '/torch' column any more
     head, *rows = tables["overhead"]
     assert "/torch" not in head and "speedup" in head
     api, host, sp = head.index("api"), head.index("host us"), head.index("speedup")
-    _, csv_rows = output.read_csv(os.path.join(tmp_path, "overhead.csv"))
+    _, csv_rows = output.read_csv(os.path.join(tmp_path, "details", "overhead.csv"))
     assert "vs_torch" not in csv_rows[0]
     for shape in {r["shape"] for r in csv_rows}:
         sel = {r["api"]: r for r in csv_rows if r["shape"] == shape}
@@ -682,7 +713,7 @@ def test_main_writes_under_the_repo_from_any_cwd(tmp_path, monkeypatch):
     assert os.listdir(cwd) == []
     (slug,) = os.listdir(repo / "out" / "bench")
     assert slug.startswith("cpu")
-    assert sorted(os.listdir(repo / "out" / "bench" / slug)) == ["overhead.csv", "report.md"]
+    assert sorted(os.listdir(repo / "out" / "bench" / slug)) == ["details", "overhead.csv", "report.md"]
     assert not (repo / "benchmarks").exists()
 
 

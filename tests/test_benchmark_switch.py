@@ -37,7 +37,7 @@ def test_solvers_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "solvers", "--dtypes", "f64,c64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    header, rows = output.read_csv(os.path.join(tmp_path, "solvers.csv"))
+    header, rows = output.read_csv(os.path.join(tmp_path, "details", "solvers.csv"))
     assert header["suite"] == "solvers"
     assert {r["case"] for r in rows} == set(sv.OPS) and {r["dtype"] for r in rows} == {"float64", "complex64"}
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
@@ -102,7 +102,7 @@ def test_switch_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    _, rows = output.read_csv(os.path.join(tmp_path, "switch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "switch.csv"))
     assert [r["case"] for r in rows] == list(sc.KINDS)
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
     for r in rows:
@@ -120,7 +120,7 @@ def test_switch_suite_skips_clients_not_installed(tmp_path, monkeypatch):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress", "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    _, rows = output.read_csv(os.path.join(tmp_path, "switch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "switch.csv"))
     status = {r["case"]: r["status"] for r in rows}
     assert status["exact"] == status["svgp"] == rp.SKIPPED_NO_GPYTORCH
     assert status["fit"] == status["qlogei"] == rp.SKIPPED_NO_PACKAGE
