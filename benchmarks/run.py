@@ -11,8 +11,10 @@ Run from anywhere (the output folder is found from this file, not the working di
 
 Output: ``<repo>/out/bench/<gpu-or-cpu-slug>/`` (git-ignored) unless ``--out DIR`` or
 ``--curated`` (``<repo>/benchmarks/results/<gpu-slug>/``, the committed results; refused on the
-CPU path, as is any --out inside benchmarks/results). One ``<suite>.csv`` per suite (``# key:
-value`` lines first: date, git, gpu, torch, ...) and ``report.md``; a later run overwrites them.
+CPU path, as is any --out inside benchmarks/results). Per suite ``<suite>.csv``, a row per case, implementation
+and mode (:mod:`benchmarks.tidy`), and ``details/<suite>.csv``, a row per case with every column (``# key: value``
+lines first: date, git, gpu, torch, ...); ``report.md``; a later run overwrites them. The console shows a line
+per suite and a summary (:mod:`benchmarks.summary`); ``--verbose`` adds every case's line.
 
 Suites:
 
