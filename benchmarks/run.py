@@ -285,7 +285,7 @@ def _print_summary(results: list, all_targets: list, out: Optional[str], seconds
         print(line)
     worst = summary.worst_lines([(s, long_rows, spec) for s, _, long_rows, spec in results])
     if worst:
-        print("worst ratios (baseline time / this time; < 1: slower than the baseline):")
+        print("worst ratios of the ok cases (baseline time / this time; < 1: slower than the baseline):")
         print("\n".join(worst))
     if out:
         print(summary.clip(f"results: {out}"))
