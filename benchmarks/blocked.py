@@ -94,7 +94,8 @@ def suite_large(ctx: core.Ctx) -> core.SuiteResult:
         if ctx.is_cuda and not row["nb"]:
             try:
                 rhs_cols = (case.n if case.left else case.m) * math.prod(case.batch)
-                row["nb"], row["variant"], src = core.blocking_choice(dt, k, overrides=core.TABLE_PLAN, rhs_cols=rhs_cols)
+                row["nb"], row["variant"], src = core.blocking_choice(dt, k, overrides=core.TABLE_PLAN,
+                                                                      rhs_cols=rhs_cols)
                 row["nb_source"] = core.source_short(src)
             except Exception as e:  # noqa: BLE001
                 row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + "lookup: " + core.short(e)
@@ -126,7 +127,8 @@ def suite_large(ctx: core.Ctx) -> core.SuiteResult:
     ]
     cols = (core.BASE_COLS + core.timing_cols() + ["hsma_tflops", "torch_tflops", "hsma_graph_tflops",
                                       "torch_graph_tflops", "gemm_flops", "gemm_us", "gemm_reps", "gemm_tflops",
-                                      "hsma_gemm_pct", "torch_gemm_pct", "nb", "variant", "nb_source"] + core.tail_cols())
+                                      "hsma_gemm_pct", "torch_gemm_pct", "nb", "variant", "nb_source"]
+            + core.tail_cols())
     method = ("Square solves (m = n), left lower unless noted; kernel-digits: the Cholesky factor of an RBF kernel "
               "on sklearn's digits (1797 x 1797) against its one-hot labels (real dtypes). TFLOP/s from m²n flops "
               "(x4 complex). GEMM: torch.matmul of the same A (m x m) and B (m x n) in the same run, 2m²n flops; "
@@ -194,9 +196,11 @@ def suite_ablation(ctx: core.Ctx) -> core.SuiteResult:
     for dt in ctx.dtypes:
         sel = [r for r in rows if r["dtype"] == bu.dtype_name(dt)]
         if sel:
-            output.log(f"  geomean fixed/adaptive time {bu.dtype_name(dt):<10} {f_x(rp.geomean(r['speedup'] for r in sel))}"
+            output.log(f"  geomean fixed/adaptive time {bu.dtype_name(dt):<10} "
+                       f"{f_x(rp.geomean(r['speedup'] for r in sel))}"
                    f" over {len(sel)} sizes")
-    cols = (core.BASE_COLS + ["nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"] + core.timing_cols(names)
+    cols = (core.BASE_COLS + ["nb_adaptive", "variant_adaptive", "nb_source", "nb_fixed", "variant_fixed"]
+            + core.timing_cols(names)
             + ["adaptive_tflops", "fixed_tflops"] + core.tail_cols(names))
     extra = "" if ctx.is_cuda else " CPU path: LAPACK, no blocking, so NB has no effect and is not looked up."
     method = (f"hsma alone, square left-lower solves: the block-size table's NB (adaptive; no NB forced) "

@@ -37,7 +37,7 @@ SUITE = "clients"
 GROUPS = ("narrow", "variants", "complex", "kalman", "svgp", "squares")
 F32, F64, C64, C128 = torch.float32, torch.float64, torch.complex64, torch.complex128
 
-# Sizes per mode (run.PLANS' modes). Narrow cases of order BIG_K and above run last, so that a used-up
+# Sizes per mode (cases.PLANS' modes). Narrow cases of order BIG_K and above run last, so that a used-up
 # time budget skips them, not the rest; the CSV and report keep the order above.
 PLANS = {
     "gpu": dict(narrow_k=[512, 1000, 2000, 4000, 8000, 16384], narrow_n=[1, 2, 8, 32], variant_k=[1000, 4000],
@@ -53,7 +53,7 @@ PLANS = {
 BIG_K = 8000
 
 # Per case: forward and forward + backward, each eager and by graph replay, for both solvers (about 0.6 s
-# on the H200); run.BUDGETS["gpu"]["clients"] keeps the suite within about 150 s.
+# on the H200); core.BUDGETS["gpu"]["clients"] keeps the suite within about 150 s.
 TIMING = {
     "gpu": tm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=100, max_s=0.3, cap_s=2.0,
                         graph_replay_s=2e-3, graph_max_calls=50, graph_target_s=0.02, graph_min_reps=5,

@@ -283,7 +283,7 @@ class Ctx:
         return self.device.type == "cuda"
 
     def timing(self, suite: str, base: Optional[tm.TimingCfg] = None) -> tm.TimingCfg:
-        """The suite's tm.TimingCfg (TIMING's, or ``base`` for a suite kept in its own module) with the CLI's
+        """The suite's TimingCfg (TIMING's, or ``base`` for a suite kept in its own module) with the CLI's
         overrides applied."""
         base = base or TIMING["gpu" if self.is_cuda else "cpu"][suite]
         cfg = tm.TimingCfg(**vars(base))

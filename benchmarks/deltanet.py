@@ -29,7 +29,7 @@ Groups (case column):
 A is built as fla's chunk_scaled_dot_kkt builds it (l2-normalized keys, beta = sigmoid(randn)). Each contender's
 first call is checked on 8 matrices spread over the batch against a float64 reference (max abs diff; hsma's
 must stay within 1e-3 (float32 result) / 3e-2 (bfloat16) times max(1, max |ref|); fla and torch are reported,
-not judged), then timed as run.py times a solve: rounds of isolated CUDA-event-timed calls (eager) and CUDA graph
+not judged), then timed as core.py times a solve: rounds of isolated CUDA-event-timed calls (eager) and CUDA graph
 replays (GPU time only). Bytes (hsma's least traffic): A's strict triangle read (BT(BT-1)/2 elements: the unit
 diagonal is not read) plus, for the inverse, the whole BT x BT inverse written (the zeros above the diagonal
 included, as both fla and hsma write them), for solves the right-hand side read and the solution written.
@@ -85,7 +85,7 @@ SKIPPED_NO_FLA = "skipped (fla not installed)"
 # fla's solve_tril benchmark shapes (B, T, H)
 FLA_SHAPES = [(1, 8192, 96), (4, 4096, 64), (8, 2048, 32)]
 
-# Sizes per mode (run.PLANS' modes): inverse and wu shapes (B, T, H), the chunk sizes BT of the inverse rows,
+# Sizes per mode (cases.PLANS' modes): inverse and wu shapes (B, T, H), the chunk sizes BT of the inverse rows,
 # (K, V) of the w/u rows, qwen shapes (B, H, T) with dv value columns, the bf16 group's batches.
 PLANS = {
     "gpu": dict(inverse=FLA_SHAPES, bts=[16, 32, 64], wu=FLA_SHAPES, wu_kv=(128, 128),
@@ -102,7 +102,7 @@ CHECK_MATRICES = 8  # matrices per contender checked against the float64 referen
 TOL = {F32: 1e-3, BF16: 3e-2}  # hsma's max abs diff / max(1, max |ref|) above this: inaccurate
 
 # Per row: up to four contenders, each checked, timed eagerly and by graph replay (about 0.5 s on the H200);
-# run.BUDGETS["gpu"]["deltanet"] (90 s) also covers fla's autotuning. graph_max_us is per contender here.
+# core.BUDGETS["gpu"]["deltanet"] (90 s) also covers fla's autotuning. graph_max_us is per contender here.
 TIMING = {
     "gpu": tm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=60, max_s=0.25, cap_s=2.0, graph_max_us=10000.0,
                         graph_replay_s=2e-3, graph_max_calls=20, graph_target_s=0.02, graph_min_reps=5,
@@ -456,7 +456,7 @@ def _flops(case: DCase) -> float:
 def run_row(case: DCase, device, cfg: tm.TimingCfg, copy_gbs: float = NAN, fla: Optional[Fla] = None) -> dict:
     """Builds the case's inputs and contenders, checks each contender's first call on CHECK_MATRICES matrices
     against the float64 reference, then times each: a second (warm) call, rounds of isolated calls
-    (run._time_eager), and on CUDA graph replays where its eager time is below cfg.graph_max_us. Never raises
+    (timing.time_eager), and on CUDA graph replays where its eager time is below cfg.graph_max_us. Never raises
     for a contender's failure: hsma's makes the row error / inaccurate, fla's or torch's (or a graph's)
     partial."""
     row = blank_row(case, copy_gbs)

@@ -158,7 +158,8 @@ def precompile_fla(fla: Fla, cases: list, workers: Optional[int] = None, timeout
     try:
         for i in range(workers):  # round robin over the sorted tasks: each process gets some of the slow ones
             procs.append(subprocess.Popen([sys.executable, "-c", code, json.dumps(tasks[i::workers])], env=env,
-                                          cwd=output.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                          cwd=output.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
         for p in procs:
             try:
                 out, err = p.communicate(timeout=max(1.0, timeout_s - (time.perf_counter() - t0)))

@@ -11,7 +11,7 @@ Models (GPyTorch, float32 and float64, inputs in [0, 1]^4, a noisy sine target):
 One step: zero_grad, loss = -mll, loss.backward(), Adam.step(). Each model is built twice from the same seed:
 once plain, once with ``torch.linalg.solve_triangular`` routed to ``hsma_trsm.solve_triangular``
 (:func:`routed_solve_triangular`). The first steps of each are the warm-up and the loss check (the losses of the
-two runs, step by step: max abs difference); the steps after them are timed as run.py times a call (rounds of
+two runs, step by step: max abs difference); the steps after them are timed as core.py times a call (rounds of
 isolated steps, CUDA events on a GPU). GPyTorch also calls torch.cholesky_solve, which is not routed.
 """
 from __future__ import annotations

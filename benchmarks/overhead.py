@@ -112,7 +112,8 @@ def suite_overhead(ctx: core.Ctx) -> core.SuiteResult:
     rows = core.run_jobs(ctx, "overhead", jobs, table, run_one, skipped)
     inputs.clear()
     cols = ["suite", "case", "shape", "dtype", "m", "n", "api", "calls", "repeats", "host_us", "host_min_us", "wall_us",
-            "over_floor_us", "speedup", "eager_us", "eager_speedup", "rel_err", "status", "note", "rounds", "host_spread",
+            "over_floor_us", "speedup", "eager_us", "eager_speedup", "rel_err", "status", "note", "rounds",
+            "host_spread",
             "eager_spread"]
     method = (f"float32, left lower. {calls} calls back to back without synchronization between two perf_counter "
               f"readings, median (min) over {repeats} repeats of the time / calls = host us; wall us adds the final "

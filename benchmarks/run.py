@@ -123,7 +123,7 @@ def parse_args(argv=None):
     p.add_argument("--cases", default=None,
                    help="old name of --suite: small, square (-> large), batched / linear-attention (-> batched), "
                         "kernel-digits (-> large)")
-    p.add_argument("--quick", action="store_true", help="reduced sizes (CPU / CI smoke run; on a GPU a core.short check)")
+    p.add_argument("--quick", action="store_true", help="reduced sizes (CPU / CI smoke run; on a GPU a short check)")
     p.add_argument("--full", action="store_true", help="the GPU sizes even on the CPU path (very slow)")
     p.add_argument("--dtypes", default="float32,float64,complex64,complex128",
                    help="comma-separated dtypes (float32, float64, complex64, complex128; f32/f64/c64/c128); "
@@ -339,7 +339,8 @@ def main(argv=None) -> int:
     print(f"output: {out if out else 'none (--no-save)'}", flush=True)
     if out and output.is_within(out, os.path.join(output.REPO_ROOT, output.RESULTS_DIR)) and \
             os.path.basename(os.path.normpath(out)) != output.run_slug(env):
-        print(f"WARNING: {out} is in the curated results but not this GPU's folder ({output.run_slug(env)})", flush=True)
+        print(f"WARNING: {out} is in the curated results but not this GPU's folder ({output.run_slug(env)})",
+              flush=True)
     if torch.ops.hsma._get_overrides():
         print(f"note: development overrides are set ({torch.ops.hsma._get_overrides()}, from HSMA_TRSM_OVERRIDES): "
               "every hsma solve runs under them; the ablations change only their own keys")

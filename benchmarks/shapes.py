@@ -18,8 +18,8 @@ Per shape, torch and hsma in the same process, back to back (order alternating b
 (bu.make_triangular, bu.make_rhs); ratio = torch time / hsma time (above 1: hsma faster). apis: "dropin",
 hsma_trsm.solve_triangular against torch.linalg.solve_triangular (op(A) passed as an A.mT / A.mH view with upper
 flipped, as client code does); "switch", torch.linalg.solve_triangular inside ``hsma_trsm.enabled()`` against
-outside (CUDA only: the switch routes CUDA tensors). modes: "eager" (isolated calls, tm.time_cuda_events: device
-synchronised before each call, host launch cost included; tm.time_cpu on the CPU), "gpu" (tm.time_cuda_graph: calls
+outside (CUDA only: the switch routes CUDA tensors). modes: "eager" (isolated calls, timing.time_cuda_events: device
+synchronised before each call, host launch cost included; time_cpu on the CPU), "gpu" (timing.time_cuda_graph: calls
 captured in a CUDA graph and replayed, GPU time only), "eager_bwd" and "gpu_bwd" (forward and
 ``torch.autograd.grad(X, (A, B), G)``, G fixed; the graph captures both). The forward dropin runs on every shape;
 the backward modes and the switch on every third (:func:`in_subset`). hsma's X is checked against a float64
@@ -66,7 +66,7 @@ CAPS = {"gpu": dict(bytes=1 << 30, k=K_MAX, n=N_MAX, batch=BATCH_MAX),
         "cpu": dict(bytes=16 << 20, k=512, n=256, batch=64)}
 COUNT = {"gpu": 600, "cpu": 40}  # shapes per seed
 QUICK_COUNT = {"gpu": 100, "cpu": 6}  # through python -m benchmarks --quick (one seed)
-BUDGET_S = {"gpu": 420.0, "cpu": 120.0}  # standalone default; the suite takes run.BUDGETS
+BUDGET_S = {"gpu": 420.0, "cpu": 120.0}  # standalone default; the suite takes core.BUDGETS
 SUBSET_EVERY = 3  # backward modes, the switch and the accuracy check of large orders: every third shape
 CHECK_K = 1024  # the accuracy check runs on every shape up to this order
 _ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}

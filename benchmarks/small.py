@@ -58,7 +58,8 @@ def suite_small(ctx: core.Ctx) -> core.SuiteResult:
 
     def run_one(job):
         case, dt = job
-        contenders = (_small_hsma_forced(case.small_kernel), core.TORCH) if case.small_kernel else (core.HSMA, core.TORCH)
+        hsma = _small_hsma_forced(case.small_kernel) if case.small_kernel else core.HSMA
+        contenders = (hsma, core.TORCH)
         row = core.run_case(case, dt, ctx.device, cfg, contenders)
         row["small_kernel"] = case.small_kernel or ""
         return core.solve_rates(row)
@@ -95,8 +96,9 @@ def suite_small(ctx: core.Ctx) -> core.SuiteResult:
         Target("no case slower than torch (eager and graph)", lambda r: r["case"] != "kernel-ablation",
                [("eager", "speedup"), ("graph", "graph_speedup")], ">=", 1.0, aggregate=True),
     ]
-    cols = (core.BASE_COLS + core.timing_cols() + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops", "torch_graph_gflops",
-                                      "small_kernel", "vs_pipeline", "vs_pipeline_graph"] + core.tail_cols())
+    cols = (core.BASE_COLS + core.timing_cols()
+            + ["hsma_gflops", "torch_gflops", "hsma_graph_gflops", "torch_graph_gflops", "small_kernel", "vs_pipeline",
+               "vs_pipeline_graph"] + core.tail_cols())
     method = ("Single solves (no batch), left lower non-unit unless the case says otherwise; trans cases call "
               "hsma_trsm.trsm(trans=...) and torch on A.mT / A.mH. GFLOP/s from m²n flops (mn² right; x4 complex).")
     return core.SuiteResult(rows, cols, table, "small: single solves, m <= 64 (issue 3)", method, targets, extra_md,

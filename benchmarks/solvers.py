@@ -11,7 +11,7 @@ pivots of ``torch.linalg.lu_factor`` of a scaled permutation plus noise: partial
 Contenders, on the same inputs: torch (``torch.cholesky_solve`` / ``torch.linalg.lu_solve``), hsma
 (``hsma_trsm.cholesky_solve`` / ``hsma_trsm.lu_solve``), and, on CUDA, switch (torch's function inside
 ``hsma_trsm.enabled()``: hsma's kernels reached through the dispatcher, as unchanged client code reaches them).
-Each is timed as run.py times a solve (rounds of isolated calls, CUDA events; then CUDA-graph replay) and checked
+Each is timed as core.py times a solve (rounds of isolated calls, CUDA events; then CUDA-graph replay) and checked
 against the float64 (complex128) torch result of the same inputs. torch's own implementation (switch off) is not
 graph-captured (:func:`graph_capturable`): its torch graph cell and the graph ratios are blank.
 """

@@ -14,7 +14,7 @@ Clients (GPU sizes; float32 and float64 unless said):
 
 Each client is built twice from the same seed: once with torch's kernels, once inside ``hsma_trsm.enabled()``. The
 first steps of each are the warm-up and the check (the outputs of the two runs, step by step: max abs difference;
-calls that reached hsma, per step); the steps after them are timed as run.py times a call. On the CPU path the switch
+calls that reached hsma, per step); the steps after them are timed as core.py times a call. On the CPU path the switch
 routes nothing (it routes CUDA tensors): both runs are torch's, and the suite only shows that it runs.
 """
 from __future__ import annotations
