@@ -24,16 +24,20 @@ from typing import Callable
 
 import torch
 
+from . import core
+from . import output
 from . import report as rp
-from . import run as bm
+from . import timing as tm
 from . import util as bu
+from .cases import ALL_DTYPES, TOL, Case
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
+from .tidy import EAGER_GRAPH, Tidy
 
 SUITE = "clients"
 GROUPS = ("narrow", "variants", "complex", "kalman", "svgp", "squares")
 F32, F64, C64, C128 = torch.float32, torch.float64, torch.complex64, torch.complex128
 
-# Sizes per mode (run.PLANS' modes). Narrow cases of order BIG_K and above run last, so that a used-up
+# Sizes per mode (cases.PLANS' modes). Narrow cases of order BIG_K and above run last, so that a used-up
 # time budget skips them, not the rest; the CSV and report keep the order above.
 PLANS = {
     "gpu": dict(narrow_k=[512, 1000, 2000, 4000, 8000, 16384], narrow_n=[1, 2, 8, 32], variant_k=[1000, 4000],
@@ -49,12 +53,12 @@ PLANS = {
 BIG_K = 8000
 
 # Per case: forward and forward + backward, each eager and by graph replay, for both solvers (about 0.6 s
-# on the H200); run.BUDGETS["gpu"]["clients"] keeps the suite within about 150 s.
+# on the H200); core.BUDGETS["gpu"]["clients"] keeps the suite within about 150 s.
 TIMING = {
-    "gpu": bm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=100, max_s=0.3, cap_s=2.0,
+    "gpu": tm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=100, max_s=0.3, cap_s=2.0,
                         graph_replay_s=2e-3, graph_max_calls=50, graph_target_s=0.02, graph_min_reps=5,
                         graph_max_reps=30),
-    "cpu": bm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=20, max_s=0.5, warm_after_s=0.25, cap_s=2.0,
+    "cpu": tm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=20, max_s=0.5, warm_after_s=0.25, cap_s=2.0,
                         graph=False),
 }
 
@@ -74,7 +78,7 @@ def client_cases(plan: dict, dtypes, seed: int = 0) -> list:
     def add(group, m, n, dts, **kw):
         for dt in dts:
             if dt in dtypes:
-                out.append((bm.Case(SUITE, group, m, n, seed=seed + 31 * len(out), **kw), dt))
+                out.append((Case(SUITE, group, m, n, seed=seed + 31 * len(out), **kw), dt))
 
     for dt in (F32, F64):
         for k in plan["narrow_k"]:
@@ -96,7 +100,7 @@ def client_cases(plan: dict, dtypes, seed: int = 0) -> list:
     for dt in (F32, F64):
         for k in plan["svgp_k"]:
             add("svgp", k, plan["svgp_n"], (dt,))
-    for dt in bm.ALL_DTYPES:
+    for dt in ALL_DTYPES:
         for k in plan["squares"]:
             add("squares", k, k, (dt,))
     return out
@@ -112,12 +116,12 @@ def run_order(cases: list) -> list:
     return sorted(enumerate(cases), key=key)
 
 
-def rhs_count(case: bm.Case) -> int:
+def rhs_count(case: Case) -> int:
     """Right-hand sides of a case: B's columns (left) or rows (right)."""
     return case.n if case.left else case.m
 
 
-def shape_label(case: bm.Case) -> str:
+def shape_label(case: Case) -> str:
     """'k=4000 n=8', 'b=10000 k=6 n=1', 'k=1000 n=1 right upper op=T'."""
     s = f"k={case.k} n={rhs_count(case)}"
     if case.batch:
@@ -148,15 +152,15 @@ def contenders() -> tuple:
     """hsma_trsm.solve_triangular (checked) and torch.linalg.solve_triangular, as client code calls them."""
     import hsma_trsm
 
-    return (bm.Contender("hsma", _dropin(hsma_trsm.solve_triangular)),
-            bm.Contender("torch", _dropin(torch.linalg.solve_triangular), checked=False))
+    return (core.Contender("hsma", _dropin(hsma_trsm.solve_triangular)),
+            core.Contender("torch", _dropin(torch.linalg.solve_triangular), checked=False))
 
 
 # ----------------------------------------------------------------------------------------------
 # Forward + backward
 
 
-def fwd_bwd(device, cfg: bm.TimingCfg, case: bm.Case, dtype, solvers) -> Callable:
+def fwd_bwd(device, cfg: tm.TimingCfg, case: Case, dtype, solvers) -> Callable:
     """run_case's ``extra``: times ``torch.autograd.grad(solve(A, B), (A, B), G)`` of each solver on the case's
     A and B (G fixed, the result's shape), eager then (CUDA, every eager time below cfg.graph_max_us) by graph
     replay; hsma's gradients against torch's in ``hsma_grad_rel_err``. Failures and timings go to row['_fb']
@@ -170,14 +174,14 @@ def fwd_bwd(device, cfg: bm.TimingCfg, case: bm.Case, dtype, solvers) -> Callabl
             fwd = c.make(case, Ag, Bg)
             fns[c.name] = fn = (lambda f=fwd: torch.autograd.grad(f(), (Ag, Bg), G))
             try:
-                bm._sync(device)
+                core.sync(device)
                 t0 = time.perf_counter()
                 grads[c.name] = fn()
-                bm._sync(device)
+                core.sync(device)
                 first[c.name] = time.perf_counter() - t0
             except Exception as e:  # noqa: BLE001
                 fb["failed"].add(c.name)
-                fb["notes"].append(f"{c.name} fwd+bwd: " + bm._short(e))
+                fb["notes"].append(f"{c.name} fwd+bwd: " + core.short(e))
         if "hsma" in grads and "torch" in grads:
             row["hsma_grad_rel_err"] = max(bu.rel_error(h, t) for h, t in zip(grads["hsma"], grads["torch"]))
         grads.clear()
@@ -185,28 +189,28 @@ def fwd_bwd(device, cfg: bm.TimingCfg, case: bm.Case, dtype, solvers) -> Callabl
             if c.name in fb["failed"]:
                 continue
             try:
-                t = bm._time_eager(fns[c.name], device, cfg, first[c.name] >= cfg.warm_after_s, first[c.name])
+                t = tm.time_eager(fns[c.name], device, cfg, first[c.name] >= cfg.warm_after_s, first[c.name])
                 fb["timings"][f"{c.name} fwd+bwd"] = t
-                bm.record_timing(row, f"{c.name}_fb", t)
+                tm.record_timing(row, f"{c.name}_fb", t)
             except Exception as e:  # noqa: BLE001
                 fb["failed"].add(c.name)
-                fb["notes"].append(f"{c.name} fwd+bwd timing: " + bm._short(e))
+                fb["notes"].append(f"{c.name} fwd+bwd timing: " + core.short(e))
         eager = [row[f"{c.name}_fb_us"] for c in solvers if c.name not in fb["failed"]]
         if device.type == "cuda" and cfg.graph and eager and max(eager) <= cfg.graph_max_us:
             for c in solvers:
                 if c.name in fb["failed"]:
                     continue
                 try:
-                    t = bm.graph_time(fns[c.name], row[f"{c.name}_fb_us"], cfg)
+                    t = tm.graph_time(fns[c.name], row[f"{c.name}_fb_us"], cfg)
                     row[f"{c.name}_fb_graph_us"], row[f"{c.name}_fb_graph_calls"] = t.median_us, t.calls_per_sample
                 except Exception as e:  # noqa: BLE001
                     fb["failed"].add(f"graph-{c.name}")
-                    fb["notes"].append(f"graph({c.name} fwd+bwd): " + bm._short(e, root=True))
+                    fb["notes"].append(f"graph({c.name} fwd+bwd): " + core.short(e, root=True))
         fns.clear()  # the closures hold A, B and G
     return measure
 
 
-def merge_fwd_bwd(row: dict, case: bm.Case, dtype, device_type: str) -> dict:
+def merge_fwd_bwd(row: dict, case: Case, dtype, device_type: str) -> dict:
     """Folds row['_fb'] into status and note: hsma failing -> error, gradients off torch's by more than run's
     tolerance -> inaccurate, torch or a graph failing -> partial, else the timing flags (4x the forward's flops
     and bytes: the backward is one more solve and a k x k outer product); the worse of that and the forward's
@@ -214,8 +218,8 @@ def merge_fwd_bwd(row: dict, case: bm.Case, dtype, device_type: str) -> dict:
     fb = row.pop("_fb", None)
     if fb is None:
         return row
-    tol = bm._TOL.get(dtype, 1e-3)
-    flag, flag_notes = bm.timing_flags(fb["timings"], device_type, 4 * row["flops"], 4 * bm.case_bytes(case, dtype),
+    tol = TOL.get(dtype, 1e-3)
+    flag, flag_notes = tm.timing_flags(fb["timings"], device_type, 4 * row["flops"], 4 * core.case_bytes(case, dtype),
                                        case.batch_count)
     notes = fb["notes"] + flag_notes
     err = row.get("hsma_grad_rel_err", math.nan)
@@ -223,7 +227,7 @@ def merge_fwd_bwd(row: dict, case: bm.Case, dtype, device_type: str) -> dict:
     off = "torch" not in fb["failed"] and not (err <= tol)
     if off and not error:
         notes.append(f"hsma gradients off torch's by {err:.2e} > tol {tol:.0e}")
-    status = bm.row_status(error, off, bool(fb["failed"]), flag)
+    status = core.row_status(error, off, bool(fb["failed"]), flag)
     old = row.get("status") or rp.OK
     rank = {s: i for i, s in enumerate(_RANK)}
     row["status"] = min(old, status, key=lambda s: rank.get(s, 0))
@@ -238,9 +242,9 @@ def merge_fwd_bwd(row: dict, case: bm.Case, dtype, device_type: str) -> dict:
 _FB_NAMES = ("hsma_fb", "torch_fb")
 
 
-def blank_row(case: bm.Case, dtype) -> dict:
+def blank_row(case: Case, dtype) -> dict:
     """run.base_row plus the suite's columns, unmeasured."""
-    row = bm.base_row(case, dtype)
+    row = core.base_row(case, dtype)
     row.update(shape=shape_label(case), k=case.k, rhs=rhs_count(case), hsma_grad_rel_err=math.nan)
     for p in _FB_NAMES:
         row.update({f"{p}_us": math.nan, f"{p}_min_us": math.nan, f"{p}_reps": 0, f"{p}_graph_us": math.nan,
@@ -248,14 +252,14 @@ def blank_row(case: bm.Case, dtype) -> dict:
     return row
 
 
-def add_rates(row: dict, case: bm.Case, dtype, copy_gbs: float) -> dict:
+def add_rates(row: dict, case: Case, dtype, copy_gbs: float) -> dict:
     """Speedups (torch / hsma) of the forward and of forward + backward, eager and graph; achieved bandwidth of
     the forward (triangle + B + X bytes over the GPU-only time, else the eager time: bw_basis)."""
-    bm.solve_rates(row)
+    core.solve_rates(row)
     row["fb_speedup"] = ratio(row.get("torch_fb_us"), row.get("hsma_fb_us"))
     row["fb_graph_speedup"] = ratio(row.get("torch_fb_graph_us"), row.get("hsma_fb_graph_us"))
-    row["bytes"] = bm.case_bytes(case, dtype)
-    basis = "graph" if bm._finite(row.get("hsma_graph_us")) else "eager"
+    row["bytes"] = core.case_bytes(case, dtype)
+    basis = "graph" if rp.finite(row.get("hsma_graph_us")) else "eager"
     row["bw_basis"], row["copy_gbs"] = basis, copy_gbs
     for p in ("hsma", "torch"):
         row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], row.get(f"{p}_graph_us" if basis == "graph" else f"{p}_us"))
@@ -300,45 +304,45 @@ def summary_lines(rows: list) -> list:
     return out
 
 
-def suite_clients(ctx: bm.Ctx) -> bm.SuiteResult:
+def suite_clients(ctx: core.Ctx) -> core.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
-    copy_gbs = bm.logged_copy_gbs(ctx.device)
+    copy_gbs = core.logged_copy_gbs(ctx.device)
     solvers = contenders()
     cases = client_cases(PLANS[ctx.mode], ctx.dtypes, ctx.args.seed)
     jobs = run_order(cases)
     table = Table([
-        Col("group", 8, lambda r: r["case"], left=True), bm._shape_col(26), bm._C_DTYPE,
-        *bm._C_EAGER, bm._C_GRAPH[0], bm._C_GRAPH[2],
+        Col("group", 8, lambda r: r["case"], left=True), core.shape_col(26), core.C_DTYPE,
+        *core.C_EAGER, core.C_GRAPH[0], core.C_GRAPH[2],
         Col("fb hsma us", 10, lambda r: f_us(r["hsma_fb_us"])),
         Col("fb torch us", 11, lambda r: f_us(r["torch_fb_us"])),
         Col("fb spd", 7, lambda r: f_x(r["fb_speedup"])), Col("fb gr.spd", 9, lambda r: f_x(r["fb_graph_speedup"])),
         Col("GB/s", 7, lambda r: f_rate(r["hsma_gbs"])), Col("%copy", 6, lambda r: f_frac_pct(r["hsma_bw_frac"])),
         Col("rel err", 8, lambda r: f_err(max((e for e in (r["hsma_rel_err"], r["hsma_grad_rel_err"])
-                                                 if bm._finite(e)), default=math.nan))),
-        bm._C_STATUS,
+                                                 if rp.finite(e)), default=math.nan))),
+        core.C_STATUS,
     ])
 
     def run_one(job):
         _, (case, dt) = job
-        row = bm.run_case(case, dt, ctx.device, cfg, solvers, extra=fwd_bwd(ctx.device, cfg, case, dt, solvers))
+        row = core.run_case(case, dt, ctx.device, cfg, solvers, extra=fwd_bwd(ctx.device, cfg, case, dt, solvers))
         row = {**blank_row(case, dt), **row, "shape": shape_label(case)}
         row = add_rates(merge_fwd_bwd(row, case, dt, ctx.device.type), case, dt, copy_gbs)
         if case.k >= 4096:
-            bm._cleanup(ctx.device)  # hundreds of MB to GB per case: give the memory back
+            core.cleanup(ctx.device)  # hundreds of MB to GB per case: give the memory back
         return row
 
     def skipped(job):
         _, (case, dt) = job
         return add_rates(blank_row(case, dt), case, dt, copy_gbs)
 
-    done = bm.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
+    done = core.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
     rows = [row for _, row in sorted(zip((i for i, _ in jobs), done), key=lambda p: p[0])]
     extra_md = summary_lines(rows)
     for line in extra_md:
-        bu.log("  " + line[2:])
+        output.log("  " + line[2:])
     extra_md = (["Geometric means of torch / hsma per group:", ""] + extra_md + ["",
                 f"Copy bandwidth: **{f_rate(copy_gbs)} GB/s** (`dst.copy_(src)`, 2 x bytes / median time)."])
-    cols = (bm._BASE + ["k", "rhs", "hsma_us", "torch_us", "speedup", "hsma_graph_us", "torch_graph_us",
+    cols = (core.BASE_COLS + ["k", "rhs", "hsma_us", "torch_us", "speedup", "hsma_graph_us", "torch_graph_us",
                         "graph_speedup", "hsma_fb_us", "torch_fb_us", "fb_speedup", "hsma_fb_graph_us",
                         "torch_fb_graph_us", "fb_graph_speedup", "bytes", "bw_basis", "hsma_gbs", "torch_gbs",
                         "copy_gbs", "hsma_bw_frac"]
@@ -355,6 +359,8 @@ def suite_clients(ctx: bm.Ctx) -> bm.SuiteResult:
               "and X once each over hsma's GPU-only forward time (eager where there is none), %copy of the copy "
               "bandwidth measured in this run. Narrow cases of order >= "
               f"{BIG_K} run last, so the suite's time budget skips them first.")
-    return bm.SuiteResult(rows, cols, table, "clients: shapes training code sends, forward and backward", method,
-                          _targets(), extra_md,
-                          extra_header={"copy_gbs": f"{copy_gbs:.1f}" if bm._finite(copy_gbs) else "nan"})
+    return core.SuiteResult(rows, cols, table, "clients: shapes training code sends, forward and backward", method,
+                            _targets(), extra_md,
+                            extra_header={"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan"},
+                            tidy=Tidy(modes=EAGER_GRAPH + (("eager_fwd_bwd", "{impl}_fb_us"),
+                                                           ("graph_fwd_bwd", "{impl}_fb_graph_us"))))

@@ -29,7 +29,7 @@ Groups (case column):
 A is built as fla's chunk_scaled_dot_kkt builds it (l2-normalized keys, beta = sigmoid(randn)). Each contender's
 first call is checked on 8 matrices spread over the batch against a float64 reference (max abs diff; hsma's
 must stay within 1e-3 (float32 result) / 3e-2 (bfloat16) times max(1, max |ref|); fla and torch are reported,
-not judged), then timed as run.py times a solve: rounds of isolated CUDA-event-timed calls (eager) and CUDA graph
+not judged), then timed as core.py times a solve: rounds of isolated CUDA-event-timed calls (eager) and CUDA graph
 replays (GPU time only). Bytes (hsma's least traffic): A's strict triangle read (BT(BT-1)/2 elements: the unit
 diagonal is not read) plus, for the inverse, the whole BT x BT inverse written (the zeros above the diagonal
 included, as both fla and hsma write them), for solves the right-hand side read and the solution written.
@@ -56,25 +56,21 @@ in the cache (fla enables Triton's autotune cache).
 """
 from __future__ import annotations
 
-import glob
-import importlib
-import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 import time
-import zipfile
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
+from . import core
+from . import output
 from . import report as rp
-from . import run as bm
+from . import timing as tm
 from . import util as bu
+from .fla_kernels import Fla, import_fla, precompile_fla
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "deltanet"
 GROUPS = ("inverse", "wu", "qwen", "bf16")
@@ -89,7 +85,7 @@ SKIPPED_NO_FLA = "skipped (fla not installed)"
 # fla's solve_tril benchmark shapes (B, T, H)
 FLA_SHAPES = [(1, 8192, 96), (4, 4096, 64), (8, 2048, 32)]
 
-# Sizes per mode (run.PLANS' modes): inverse and wu shapes (B, T, H), the chunk sizes BT of the inverse rows,
+# Sizes per mode (cases.PLANS' modes): inverse and wu shapes (B, T, H), the chunk sizes BT of the inverse rows,
 # (K, V) of the w/u rows, qwen shapes (B, H, T) with dv value columns, the bf16 group's batches.
 PLANS = {
     "gpu": dict(inverse=FLA_SHAPES, bts=[16, 32, 64], wu=FLA_SHAPES, wu_kv=(128, 128),
@@ -106,12 +102,12 @@ CHECK_MATRICES = 8  # matrices per contender checked against the float64 referen
 TOL = {F32: 1e-3, BF16: 3e-2}  # hsma's max abs diff / max(1, max |ref|) above this: inaccurate
 
 # Per row: up to four contenders, each checked, timed eagerly and by graph replay (about 0.5 s on the H200);
-# run.BUDGETS["gpu"]["deltanet"] (90 s) also covers fla's autotuning. graph_max_us is per contender here.
+# core.BUDGETS["gpu"]["deltanet"] (90 s) also covers fla's autotuning. graph_max_us is per contender here.
 TIMING = {
-    "gpu": bm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=60, max_s=0.25, cap_s=2.0, graph_max_us=10000.0,
+    "gpu": tm.TimingCfg(warmup=2, target_s=0.03, min_reps=6, max_reps=60, max_s=0.25, cap_s=2.0, graph_max_us=10000.0,
                         graph_replay_s=2e-3, graph_max_calls=20, graph_target_s=0.02, graph_min_reps=5,
                         graph_max_reps=20),
-    "cpu": bm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=10, max_s=0.3, warm_after_s=0.25, cap_s=2.0,
+    "cpu": tm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=10, max_s=0.3, warm_after_s=0.25, cap_s=2.0,
                         graph=False),
 }
 
@@ -119,6 +115,8 @@ TIMING = {
 # hsma_f32 (bf16) the float32 solve of the same values; hsma_solve (inverse) the inverse by the solve against an
 # identity (the override inverse=solve), where hsma is trtri's own choice.
 NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve")
+# Per group the contender the long CSV's ratios are against (the headline comparison of the group).
+BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -238,11 +236,11 @@ def add_rates(row: dict) -> dict:
         row[key] = ratio(row.get(f"{num}_us"), row.get(f"{den}_us"))
         gkey = "graph_" + key if key in ("speedup", "vs_f32") else key.replace("fla_", "fla_graph_", 1)
         row[gkey] = ratio(row.get(f"{num}_graph_us"), row.get(f"{den}_graph_us"))
-    basis = "graph" if bm._finite(row.get("hsma_graph_us")) else "eager"
+    basis = "graph" if rp.finite(row.get("hsma_graph_us")) else "eager"
     row["bw_basis"] = basis
     for p in ("hsma", "fla"):
         us = row.get(f"{p}_graph_us" if basis == "graph" else f"{p}_us", NAN)
-        row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], us if bm._finite(us) else NAN)
+        row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], us if rp.finite(us) else NAN)
         row[f"{p}_bw_frac"] = ratio(row[f"{p}_gbs"], row.get("copy_gbs", NAN))
     return row
 
@@ -267,174 +265,6 @@ COLUMNS = (["suite", "case", "shape", "dtype", "B", "T", "H", "BT", "k", "n", "m
            + [f"{p}_{s}" for s in ("min_us", "reps", "graph_calls") for p in NAMES]
            + [f"{p}_max_diff" for p in NAMES] + ["ref_max", "status", "note", "rounds"]
            + [f"{p}_{s}" for s in ("spread", "rounds_us") for p in NAMES])
-
-
-# ----------------------------------------------------------------------------------------------
-# fla: import (from an installed package or the carried wheel) and parallel precompilation
-
-
-@dataclass
-class Fla:
-    solve_tril: Callable
-    recompute_w_u_fwd: Callable
-    version: str
-    root: str  # the folder holding the fla package (the precompile processes put it on their path)
-
-
-def _load_fla() -> Fla:
-    # import_module, not `import fla.ops.utils.solve_tril as m`: fla.ops.utils rebinds that name to the function
-    st = importlib.import_module("fla.ops.utils.solve_tril")
-    wy = importlib.import_module("fla.ops.delta_rule.wy_fast")
-    fla = sys.modules["fla"]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(fla.__file__)))
-    return Fla(st.solve_tril, wy.recompute_w_u_fwd, getattr(fla, "__version__", "?"), root)
-
-
-def import_fla(wheel_dir: Optional[str] = None, extract_root: Optional[str] = None) -> tuple:
-    """(Fla, None), or (None, why not). An installed fla first; where there is none, the newest
-    ``<wheel_dir>/fla_core-*.whl`` (default ``<repo>/wheels``) unzipped into ``<extract_root>/<wheel name>/``
-    (default ``<repo>/out/fla_core``, git-ignored; reused when there) and put first on sys.path."""
-    try:
-        return _load_fla(), None
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] != "fla":
-            return None, bm._short(e)  # fla is there, a dependency of it is not (triton, einops, packaging)
-        why = bm._short(e)
-    except Exception as e:  # noqa: BLE001 - an fla broken against this torch / triton
-        return None, bm._short(e)
-    wheels = sorted(glob.glob(os.path.join(wheel_dir or os.path.join(bu.REPO_ROOT, "wheels"), "fla_core-*.whl")))
-    if not wheels:
-        return None, f"{why}; no wheels/fla_core-*.whl to unzip either (benchmarks/deltanet.py says how to get it)"
-    wheel = wheels[-1]
-    dest = os.path.join(extract_root or os.path.join(bu.REPO_ROOT, "out", "fla_core"), os.path.basename(wheel)[:-4])
-    try:
-        if not os.path.isdir(os.path.join(dest, "fla")):
-            tmp = dest + ".partial"
-            shutil.rmtree(tmp, ignore_errors=True)
-            with zipfile.ZipFile(wheel) as z:
-                z.extractall(tmp)
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)  # whole or not at all: a half-unzipped copy is never imported
-        if dest not in sys.path:
-            sys.path.insert(0, dest)
-        importlib.invalidate_caches()
-        return _load_fla(), None
-    except Exception as e:  # noqa: BLE001
-        return None, f"{os.path.basename(wheel)} unzipped to {dest}: {bm._short(e)}"
-
-
-def precompile_tasks(cases: list) -> list:
-    """The fla kernels the cases run, one task per autotune key (every config of it compiled by a task):
-    ("solve_tril", H, BT, T, output dtype) and ("wu", H, BT, T, dtype, K, V); the slowest to compile first."""
-    tasks = set()
-    for c in cases:
-        if c.group == "inverse":
-            tasks.add(("solve_tril", c.H, c.BT, c.T, bu.dtype_name(c.dtype)))
-        elif c.group == "wu":
-            tasks.add(("solve_tril", c.H, c.BT, c.T, "bfloat16"))
-            tasks.add(("wu", c.H, c.BT, c.T, "bfloat16", c.n // 2, c.n - c.n // 2))
-    weight = {("solve_tril", 64): 0, ("wu", 64): 1, ("solve_tril", 32): 2, ("solve_tril", 16): 3}
-    return sorted(tasks, key=lambda t: (weight.get((t[0], t[2]), 9), t))
-
-
-def _autotuner(kernel):
-    """The triton Autotuner inside fla's @triton.heuristics wrapper (Heuristics -> Autotuner -> JITFunction)."""
-    from triton.runtime.autotuner import Autotuner
-
-    k = kernel
-    while not isinstance(k, Autotuner):
-        k = k.fn
-    return k
-
-
-def precompile_task(task, device="cuda") -> int:
-    """Compiles every autotune config of one fla kernel key without launching it (Autotuner.warmup, the compiled
-    code goes to Triton's on-disk cache); arguments as fla's own call passes them, so that its compile finds
-    them. Returns the number of configs."""
-    import triton
-
-    kind, H, BT, T, dt = task[:5]
-    dev = torch.device(device)
-    dtype = getattr(torch, dt)
-    if kind == "solve_tril":
-        st = importlib.import_module("fla.ops.utils.solve_tril")
-        kernel = {16: st.solve_tril_16x16_kernel, 32: st.merge_16x16_to_32x32_inverse_kernel,
-                  64: st.merge_16x16_to_64x64_inverse_kernel}[BT]
-        tuner = _autotuner(kernel)
-        A = torch.zeros(64, dtype=F32, device=dev)
-        Ai = torch.zeros(64, dtype=dtype, device=dev)
-        # Autotuner.warmup, not the kernel's: the @heuristics wrapper would run the autotuner's timing on
-        # nothing launched and cache that choice. IS_VARLEN is that wrapper's value for cu_seqlens=None.
-        tuner.warmup(A, Ai, None, None, T, H=H, BT=BT, USE_TMA=st.IS_TMA_SUPPORTED, IS_VARLEN=False, grid=(1,))
-    else:
-        K, V = task[5], task[6]
-        wy = importlib.import_module("fla.ops.delta_rule.wy_fast")
-        tile = 64 if wy.check_shared_mem() else 32  # as recompute_w_u_fwd picks BK, BV
-        BK = min(max(triton.next_power_of_2(K), 16), tile)
-        BV = min(max(triton.next_power_of_2(V), 16), tile)
-        tuner = _autotuner(wy.recompute_w_u_fwd_kernel)
-        k, v, beta, w, u, A = (torch.zeros(64, dtype=dtype, device=dev) for _ in range(6))
-        tuner.warmup(k, v, beta, w, u, A, None, None, T, H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, IS_VARLEN=False,
-                     grid=(1,))
-    return len(tuner.configs)
-
-
-def _precompile_main(argv) -> None:
-    """A precompile process: argv[0] = JSON list of tasks; prints one JSON line {kernels, errors}."""
-    done, errors = 0, []
-    for task in json.loads(argv[0]):
-        try:
-            done += precompile_task(tuple(task))
-        except Exception as e:  # noqa: BLE001 - reported, the run's own call compiles what is missing
-            errors.append(f"{task[:3]}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
-    print(json.dumps(dict(kernels=done, errors=errors)), flush=True)
-
-
-def precompile_fla(fla: Fla, cases: list, workers: Optional[int] = None, timeout_s: float = 150.0) -> dict:
-    """Compiles fla's kernels for the cases (:func:`precompile_tasks`) in ``workers`` child processes (default
-    HSMA_BENCH_FLA_PRECOMPILE or min(12, CPUs); 0 = off). Returns {seconds, kernels, workers, errors}; never
-    raises: a failed precompilation only leaves the compiling to fla's first call."""
-    env_n = os.environ.get("HSMA_BENCH_FLA_PRECOMPILE", "").strip()
-    if workers is None:
-        # one compile at a time per process (plus its ptxas); each holds a CUDA context (about 0.5 GB)
-        workers = int(env_n) if env_n.isdigit() else min(12, os.cpu_count() or 1)
-    tasks = precompile_tasks(cases)
-    if workers <= 0 or not tasks:
-        return dict(seconds=0.0, kernels=0, workers=0, errors=["off"] if workers <= 0 else [])
-    workers = min(workers, len(tasks))
-    path = [bu.REPO_ROOT, fla.root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
-    code = "import sys; from benchmarks.deltanet import _precompile_main; _precompile_main(sys.argv[1:])"
-    t0 = time.perf_counter()
-    kernels, errors, procs = 0, [], []
-    try:
-        for i in range(workers):  # round robin over the sorted tasks: each process gets some of the slow ones
-            procs.append(subprocess.Popen([sys.executable, "-c", code, json.dumps(tasks[i::workers])], env=env,
-                                          cwd=bu.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1.0, timeout_s - (time.perf_counter() - t0)))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
-                errors.append(f"a process timed out after {timeout_s:g} s")
-                continue
-            lines = [x for x in out.splitlines() if x.startswith("{")]
-            if lines:
-                res = json.loads(lines[-1])
-                kernels += res["kernels"]
-                errors += res["errors"]
-            if p.returncode != 0:
-                tail = [x for x in err.splitlines() if x.strip()][-1:] or [f"exit {p.returncode}"]
-                errors.append(tail[0][:200])
-    except Exception as e:  # noqa: BLE001
-        errors.append(bm._short(e))
-    finally:
-        for p in procs:  # only the processes started here
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return dict(seconds=time.perf_counter() - t0, kernels=kernels, workers=workers, errors=errors)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -623,10 +453,10 @@ def _flops(case: DCase) -> float:
 # One row
 
 
-def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: Optional[Fla] = None) -> dict:
+def run_row(case: DCase, device, cfg: tm.TimingCfg, copy_gbs: float = NAN, fla: Optional[Fla] = None) -> dict:
     """Builds the case's inputs and contenders, checks each contender's first call on CHECK_MATRICES matrices
     against the float64 reference, then times each: a second (warm) call, rounds of isolated calls
-    (run._time_eager), and on CUDA graph replays where its eager time is below cfg.graph_max_us. Never raises
+    (timing.time_eager), and on CUDA graph replays where its eager time is below cfg.graph_max_us. Never raises
     for a contender's failure: hsma's makes the row error / inaccurate, fla's or torch's (or a graph's)
     partial."""
     row = blank_row(case, copy_gbs)
@@ -634,7 +464,7 @@ def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: 
     try:
         inputs, contenders, absent = BUILDERS[case.group](case, device, fla)
     except Exception as e:  # noqa: BLE001
-        row.update(status=rp.ERROR, note="inputs: " + bm._short(e))
+        row.update(status=rp.ERROR, note="inputs: " + core.short(e))
         return row
     notes += absent
     row["ref_max"] = max(inputs[c.ref].abs().max().item() for c in contenders)
@@ -642,51 +472,51 @@ def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: 
     for c in contenders:
         try:
             fn = c.make(inputs)
-            bm._sync(device)
+            core.sync(device)
             t0 = time.perf_counter()
             X = fn()  # fla: autotunes here on the first call of a key
-            bm._sync(device)
+            core.sync(device)
             if c.name == "fla":
                 row["fla_first_s"] = time.perf_counter() - t0
             row[f"{c.name}_max_diff"] = (c.pick(inputs, X).double() - inputs[c.ref]).abs().max().item()
             del X
-            bm._sync(device)
+            core.sync(device)
             t0 = time.perf_counter()
             fn()  # a warm call: its time sizes the timing (the first one may hold compiling and autotuning)
-            bm._sync(device)
+            core.sync(device)
             warm_s[c.name] = time.perf_counter() - t0
             fns[c.name] = fn
         except Exception as e:  # noqa: BLE001
             failed.add(c.name)
-            notes.append(f"{c.name}: " + bm._short(e))
+            notes.append(f"{c.name}: " + core.short(e))
     if failed:
-        bm._cleanup(device)
+        core.cleanup(device)
 
     timings = {}
     for c in contenders:
         if c.name in failed:
             continue
         try:
-            t = bm._time_eager(fns[c.name], device, cfg, True, warm_s[c.name])
+            t = tm.time_eager(fns[c.name], device, cfg, True, warm_s[c.name])
             timings[c.name] = t
-            bm.record_timing(row, c.name, t)
+            tm.record_timing(row, c.name, t)
         except Exception as e:  # noqa: BLE001
             failed.add(c.name)
-            notes.append(f"{c.name} timing: " + bm._short(e))
+            notes.append(f"{c.name} timing: " + core.short(e))
 
     if device.type == "cuda" and cfg.graph:
         for c in contenders:
             if c.name in failed or not (row[f"{c.name}_us"] <= cfg.graph_max_us):
                 continue
             try:
-                t = bm.graph_time(fns[c.name], row[f"{c.name}_us"], cfg)
+                t = tm.graph_time(fns[c.name], row[f"{c.name}_us"], cfg)
                 row[f"{c.name}_graph_us"], row[f"{c.name}_graph_calls"] = t.median_us, t.calls_per_sample
             except Exception as e:  # noqa: BLE001
                 failed.add(f"graph-{c.name}")
-                notes.append(f"graph({c.name}): " + bm._short(e, root=True))
+                notes.append(f"graph({c.name}): " + core.short(e, root=True))
     del inputs, fns
 
-    scale = max(1.0, row["ref_max"]) if bm._finite(row["ref_max"]) else 1.0
+    scale = max(1.0, row["ref_max"]) if rp.finite(row["ref_max"]) else 1.0
     bad = []
     for c in contenders:
         err = row[f"{c.name}_max_diff"]
@@ -695,10 +525,10 @@ def run_row(case: DCase, device, cfg: bm.TimingCfg, copy_gbs: float = NAN, fla: 
         if c.checked:
             bad.append(c.name)
         notes.append(f"{c.name} max diff {f_err(err)} > {c.tol:g} x {scale:.3g}")  # NaN included
-    flag, flag_notes = bm.timing_flags(timings, device.type, _flops(case), row["bytes"], case.matrices)
+    flag, flag_notes = tm.timing_flags(timings, device.type, _flops(case), row["bytes"], case.matrices)
     notes += flag_notes
     error = any(c.checked and c.name in failed for c in contenders)
-    row.update(status=bm.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
+    row.update(status=core.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return add_rates(row)
 
 
@@ -735,30 +565,30 @@ def summary_lines(rows: list) -> list:
 def _alt_us(r: dict, graph: bool = False) -> float:
     """The row's second hsma call: hsma_bf16 (wu), hsma_f32 (bf16) or hsma_solve (inverse)."""
     sfx = "_graph_us" if graph else "_us"
-    return next((v for v in (r.get(p + sfx, NAN) for p in ("hsma_bf16", "hsma_f32", "hsma_solve")) if bm._finite(v)),
+    return next((v for v in (r.get(p + sfx, NAN) for p in ("hsma_bf16", "hsma_f32", "hsma_solve")) if rp.finite(v)),
                 NAN)
 
 
 def _max_diff(r: dict) -> float:
     return max((r[f"{p}_max_diff"] for p in ("hsma", "hsma_bf16", "hsma_f32", "hsma_solve")
-                if bm._finite(r[f"{p}_max_diff"])),
+                if rp.finite(r[f"{p}_max_diff"])),
                default=NAN)
 
 
-def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
+def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
-    copy_gbs = bm.logged_copy_gbs(ctx.device)
+    copy_gbs = core.logged_copy_gbs(ctx.device)
     cases = deltanet_cases(PLANS[ctx.mode], ctx.dtypes, ctx.args.seed)
     if not cases:
-        bu.log("no cases: the suite's rows are float32 / bfloat16, and float32 is not among --dtypes")
+        output.log("no cases: the suite's rows are float32 / bfloat16, and float32 is not among --dtypes")
     fla, why = (None, "no GPU")
     if ctx.is_cuda and any(c.group in FLA_GROUPS for c in cases):
         fla, why = import_fla()
-        bu.log(f"fla {fla.version} from {fla.root}" if fla else f"fla: not available ({why}); its rows are skipped")
+        output.log(f"fla {fla.version} from {fla.root}" if fla else f"fla: not available ({why}); its rows are skipped")
     state = {}
     jobs = run_order(cases)
     table = Table([
-        Col("group", 7, lambda r: r["case"], left=True), bm._shape_col(30), bm._C_DTYPE,
+        Col("group", 7, lambda r: r["case"], left=True), core.shape_col(30), core.C_DTYPE,
         Col("fla us", 8, lambda r: f_us(r["fla_us"])), Col("hsma us", 8, lambda r: f_us(r["hsma_us"])),
         Col("torch us", 8, lambda r: f_us(r["torch_us"])), Col("h-alt us", 8, lambda r: f_us(_alt_us(r))),
         Col("fla/hsma", 8, lambda r: f_x(r["fla_speedup"])), Col("gr.fla/h", 8, lambda r: f_x(r["fla_graph_speedup"])),
@@ -766,7 +596,7 @@ def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
         Col("f32/bf16", 8, lambda r: f_x(r["vs_f32"])),
         Col("GB/s", 6, lambda r: f_rate(r["hsma_gbs"])), Col("%copy", 5, lambda r: f_frac_pct(r["hsma_bw_frac"])),
         Col("diff", 7, lambda r: f_err(_max_diff(r))),
-        bm._C_STATUS,
+        core.C_STATUS,
     ])
 
     def run_one(job):
@@ -779,20 +609,20 @@ def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
                 return dict(blank_row(case, copy_gbs), status=SKIPPED_NO_FLA, note=why)
             if "precompile" not in state:
                 pc = state["precompile"] = precompile_fla(fla, cases)
-                bu.log(f"fla precompile: {pc['kernels']} kernels by {pc['workers']} processes in "
+                output.log(f"fla precompile: {pc['kernels']} kernels by {pc['workers']} processes in "
                        f"{pc['seconds']:.1f} s" + (f"; {'; '.join(pc['errors'][:3])}" if pc["errors"] else ""))
         row = run_row(case, ctx.device, cfg, copy_gbs, fla if case.group in FLA_GROUPS else None)
-        bm._cleanup(ctx.device)  # hundreds of MB per case: give the memory back
+        core.cleanup(ctx.device)  # hundreds of MB per case: give the memory back
         return row
 
     def skipped(job):
         return blank_row(job[1], copy_gbs)
 
-    done = bm.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
+    done = core.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
     rows = [row for _, row in sorted(zip((i for i, _ in jobs), done), key=lambda p: p[0])]  # report order
     summary = summary_lines(rows)
     for line in summary:
-        bu.log("  " + line[2:])
+        output.log("  " + line[2:])
     pc = state.get("precompile")
     fla_line = (f"fla-core {fla.version} ({fla.root})" if fla else f"fla: not available ({why})")
     if pc:
@@ -817,9 +647,10 @@ def suite_deltanet(ctx: bm.Ctx) -> bm.SuiteResult:
               f"%copy of the copy bandwidth measured in this run. Timing: about {cfg.target_s:g} s of calls per "
               "measurement in rounds; fla_first_s (CSV) is fla's first call, its autotuning included. Run order: "
               "BT 64 and wu first, BT 16 / 32 last (the time budget skips those first).")
-    header = {"copy_gbs": f"{copy_gbs:.1f}" if bm._finite(copy_gbs) else "nan",
+    header = {"copy_gbs": f"{copy_gbs:.1f}" if rp.finite(copy_gbs) else "nan",
               "fla": fla.version if fla else f"not available: {why}"}
     if pc:
         header["fla_precompile_s"] = f"{pc['seconds']:.1f}"
-    return bm.SuiteResult(rows, COLUMNS, table, "deltanet: DeltaNet chunks, hsma vs fla solve_tril (issue 43)",
-                          method, _targets(), extra_md, extra_header=header)
+    return core.SuiteResult(rows, COLUMNS, table, "deltanet: DeltaNet chunks, hsma vs fla solve_tril (issue 43)",
+                            method, _targets(), extra_md, extra_header=header,
+                            tidy=Tidy(impls=NAMES, baseline=lambda r: BASELINE[r["case"]], err="{impl}_max_diff"))

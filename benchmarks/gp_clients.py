@@ -11,7 +11,7 @@ Models (GPyTorch, float32 and float64, inputs in [0, 1]^4, a noisy sine target):
 One step: zero_grad, loss = -mll, loss.backward(), Adam.step(). Each model is built twice from the same seed:
 once plain, once with ``torch.linalg.solve_triangular`` routed to ``hsma_trsm.solve_triangular``
 (:func:`routed_solve_triangular`). The first steps of each are the warm-up and the loss check (the losses of the
-two runs, step by step: max abs difference); the steps after them are timed as run.py times a call (rounds of
+two runs, step by step: max abs difference); the steps after them are timed as core.py times a call (rounds of
 isolated steps, CUDA events on a GPU). GPyTorch also calls torch.cholesky_solve, which is not routed.
 """
 from __future__ import annotations
@@ -25,13 +25,16 @@ import warnings
 
 import torch
 
+from . import core
+from . import output
 from . import report as rp
-from . import run as bm
+from . import timing as tm
 from . import util as bu
+from .gp_models import make_step
 from .report import Col, Table, Target, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "gpytorch"
-DIM = 4  # input dimensions
 # Sizes per mode: exact GP training-set sizes, SVGP (inducing points, minibatch), steps before timing.
 PLANS = {
     "gpu": dict(exact=[1000, 4000, 8000], svgp=[(1024, 4096)], check_steps=5),
@@ -40,8 +43,8 @@ PLANS = {
     "cpu-quick": dict(exact=[100], svgp=[(32, 128)], check_steps=2),
 }
 TIMING = {
-    "gpu": bm.TimingCfg(warmup=1, target_s=0.3, min_reps=6, max_reps=30, max_s=1.5, cap_s=4.0, graph=False),
-    "cpu": bm.TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25, cap_s=3.0,
+    "gpu": tm.TimingCfg(warmup=1, target_s=0.3, min_reps=6, max_reps=30, max_s=1.5, cap_s=4.0, graph=False),
+    "cpu": tm.TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.25, cap_s=3.0,
                         graph=False),
 }
 # Losses of the two runs differ by rounding only: more than this (relative to max(1, |loss|)) is inaccurate.
@@ -91,76 +94,8 @@ def import_gpytorch():
     try:
         import gpytorch
     except Exception as e:  # noqa: BLE001 - ImportError, or an install broken against this torch
-        return None, bm._short(e)
+        return None, core.short(e)
     return gpytorch, None
-
-
-# ----------------------------------------------------------------------------------------------
-# Models
-
-
-def _data(n: int, dtype, device, seed: int):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.rand(n, DIM, generator=g, dtype=torch.float64)
-    y = torch.sin(2 * math.pi * x @ torch.linspace(0.5, 1.5, DIM, dtype=torch.float64))
-    y += 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
-    return x.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
-
-
-def make_step(gpytorch, kind: str, size: tuple, dtype, device, seed: int):
-    """A training step of a fresh model (built under ``torch.manual_seed(seed)``): a callable returning the loss
-    (a detached 0-dim tensor). ``size``: (n,) for exact, (inducing, batch) for svgp."""
-    torch.manual_seed(seed)
-    lik = gpytorch.likelihoods.GaussianLikelihood()
-    if kind == "exact":
-        x, y = _data(size[0], dtype, device, seed)
-
-        class Exact(gpytorch.models.ExactGP):
-            def __init__(self):
-                super().__init__(x, y, lik)
-                self.mean = gpytorch.means.ConstantMean()
-                self.covar = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
-
-            def forward(self, t):
-                return gpytorch.distributions.MultivariateNormal(self.mean(t), self.covar(t))
-
-        model = Exact()
-        params = list(model.parameters())  # the likelihood is a submodule
-        mll_cls = gpytorch.mlls.ExactMarginalLogLikelihood
-    else:
-        m, b = size
-        x, y = _data(b, dtype, device, seed)
-
-        class SVGP(gpytorch.models.ApproximateGP):
-            def __init__(self):
-                z = x[:m].clone()
-                dist = gpytorch.variational.CholeskyVariationalDistribution(m)
-                super().__init__(gpytorch.variational.VariationalStrategy(self, z, dist,
-                                                                          learn_inducing_locations=True))
-                self.mean = gpytorch.means.ConstantMean()
-                self.covar = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
-
-            def forward(self, t):
-                return gpytorch.distributions.MultivariateNormal(self.mean(t), self.covar(t))
-
-        model = SVGP()
-        params = list(model.parameters()) + list(lik.parameters())
-        mll_cls = functools.partial(gpytorch.mlls.VariationalELBO, num_data=10 * b)
-    model.to(device=device, dtype=dtype)
-    lik.to(device=device, dtype=dtype)
-    model.train()
-    lik.train()
-    mll = mll_cls(lik, model)
-    opt = torch.optim.Adam(params, lr=0.01)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = -mll(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
 
 
 def _step_flops(kind: str, size: tuple) -> float:
@@ -205,7 +140,7 @@ def blank_row(kind: str, size: tuple, dtype, check_steps: int) -> dict:
     return row
 
 
-def run_gp_case(gpytorch, ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtype, check_steps: int) -> dict:
+def run_gp_case(gpytorch, ctx: core.Ctx, cfg: tm.TimingCfg, kind: str, size: tuple, dtype, check_steps: int) -> dict:
     """Both runs of one model: losses of the first ``check_steps`` steps, then the timed steps."""
     import hsma_trsm
 
@@ -220,25 +155,25 @@ def run_gp_case(gpytorch, ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple
             count = (stack.enter_context(routed_solve_triangular(hsma_trsm.solve_triangular))
                      if name == "hsma" else None)
             step = make_step(gpytorch, kind, size, dtype, ctx.device, seed)
-            bm._sync(ctx.device)
+            core.sync(ctx.device)
             t0 = time.perf_counter()
             losses[name] = [step().item() for _ in range(check_steps)]
             first_s = (time.perf_counter() - t0) / check_steps
             if count is not None:
                 row["hsma_solves_per_step"] = count["routed"] / check_steps
                 row["torch_passed_per_step"] = count["passed"] / check_steps
-            t = bm._time_eager(step, ctx.device, cfg, True, first_s)
+            t = tm.time_eager(step, ctx.device, cfg, True, first_s)
         timings[name] = t
-        bm.record_timing(row, name, t)
+        tm.record_timing(row, name, t)
         row[f"{name}_ms"] = t.median_us / 1e3
         row[f"{name}_loss"] = losses[name][-1]
         del step
-        bm._cleanup(ctx.device)
+        core.cleanup(ctx.device)
     row["speedup"] = ratio(row["torch_us"], row["hsma_us"])
     diff = max(abs(a - b) for a, b in zip(losses["torch"], losses["hsma"]))
     row["loss_max_abs_diff"] = diff
     scale = max(1.0, max(abs(v) for v in losses["torch"]))
-    flag, flag_notes = bm.timing_flags(timings, ctx.device.type, _step_flops(kind, size))
+    flag, flag_notes = tm.timing_flags(timings, ctx.device.type, _step_flops(kind, size))
     notes += flag_notes
     if not (diff <= LOSS_TOL[dtype] * scale):
         status = rp.INACCURATE
@@ -252,22 +187,22 @@ def run_gp_case(gpytorch, ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple
     return row
 
 
-def suite_gpytorch(ctx: bm.Ctx) -> bm.SuiteResult:
+def suite_gpytorch(ctx: core.Ctx) -> core.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
     plan = PLANS[ctx.mode]
     jobs = gp_jobs(plan, ctx.dtypes)
     gpytorch, why = import_gpytorch()
     if gpytorch is not None:
-        bu.log(f"gpytorch {gpytorch.__version__}")
+        output.log(f"gpytorch {gpytorch.__version__}")
     table = Table([
-        Col("model", 6, lambda r: r["case"], left=True), bm._shape_col(14), bm._C_DTYPE,
+        Col("model", 6, lambda r: r["case"], left=True), core.shape_col(14), core.C_DTYPE,
         Col("torch ms", 9, lambda r: rp.f_us(r["torch_ms"])), Col("hsma ms", 9, lambda r: rp.f_us(r["hsma_ms"])),
         Col("speedup", 8, lambda r: f_x(r["speedup"])),
         Col("loss diff", 9, lambda r: rp.f_err(r["loss_max_abs_diff"])),
-        Col("loss", 10, lambda r: f"{r['torch_loss']:.5g}" if bm._finite(r["torch_loss"]) else "-"),
+        Col("loss", 10, lambda r: f"{r['torch_loss']:.5g}" if rp.finite(r["torch_loss"]) else "-"),
         Col("solves/step", 11, lambda r: f"{r['hsma_solves_per_step']:.0f}"
-            if bm._finite(r["hsma_solves_per_step"]) else "-"),
-        bm._C_STATUS,
+            if rp.finite(r["hsma_solves_per_step"]) else "-"),
+        core.C_STATUS,
     ])
 
     def skipped(job):
@@ -278,7 +213,7 @@ def suite_gpytorch(ctx: bm.Ctx) -> bm.SuiteResult:
             return dict(skipped(job), status=rp.SKIPPED_NO_GPYTORCH, note=why)
         return run_gp_case(gpytorch, ctx, cfg, *job, plan["check_steps"])
 
-    rows = bm.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
+    rows = core.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
     cols = (["suite", "case", "shape", "dtype", "n_train", "inducing", "torch_ms", "hsma_ms", "speedup",
              "loss_max_abs_diff", "torch_loss", "hsma_loss", "hsma_solves_per_step", "torch_passed_per_step",
              "check_steps", "torch_us", "hsma_us", "torch_min_us", "hsma_min_us", "torch_reps", "hsma_reps", "status",
@@ -294,5 +229,6 @@ def suite_gpytorch(ctx: bm.Ctx) -> bm.SuiteResult:
               "= torch's last); then steps timed like a solve (median of round medians of isolated steps). "
               "speedup = torch ms / hsma ms; solves/step = calls routed to hsma per step. torch.cholesky_solve "
               "(also called by GPyTorch) is not routed.")
-    return bm.SuiteResult(rows, cols, table, "gpytorch: GPyTorch training steps, torch vs routed to hsma", method,
-                          targets)
+    return core.SuiteResult(rows, cols, table, "gpytorch: GPyTorch training steps, torch vs routed to hsma", method,
+                            targets, tidy=Tidy(impls=("torch", "hsma"), modes=(("step", "{impl}_us"),),
+                                               err="loss_max_abs_diff"))

@@ -15,13 +15,14 @@ from typing import Callable, Optional, Sequence
 # Number formatting ('-' for missing / NaN)
 
 
-def _ok(x) -> bool:
+def finite(x) -> bool:
+    """A real number (not a bool), finite."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def f_us(x) -> str:
     """Microseconds: 2 decimals below 10, 1 below 1000, none above."""
-    if not _ok(x):
+    if not finite(x):
         return "-"
     return f"{x:.2f}" if x < 10 else (f"{x:.1f}" if x < 1000 else f"{x:.0f}")
 
@@ -31,29 +32,29 @@ f_rate = f_us  # GFLOP/s, TFLOP/s, GB/s: the same digits
 
 def f_x(x) -> str:
     """A ratio as '1.23x'."""
-    return f"{x:.2f}x" if _ok(x) else "-"
+    return f"{x:.2f}x" if finite(x) else "-"
 
 
 def f_pct(x, digits: int = 0) -> str:
-    return f"{x:.{digits}f}%" if _ok(x) else "-"
+    return f"{x:.{digits}f}%" if finite(x) else "-"
 
 
 def f_frac_pct(x) -> str:
     """A fraction (0.62) as a percentage ('62%')."""
-    return f"{100 * x:.0f}%" if _ok(x) else "-"
+    return f"{100 * x:.0f}%" if finite(x) else "-"
 
 
 def f_err(x) -> str:
-    return f"{x:.1e}" if _ok(x) else "-"
+    return f"{x:.1e}" if finite(x) else "-"
 
 
 def ratio(a, b) -> float:
     """a / b, NaN unless both are positive and finite."""
-    return a / b if (_ok(a) and _ok(b) and a > 0 and b > 0) else math.nan
+    return a / b if (finite(a) and finite(b) and a > 0 and b > 0) else math.nan
 
 
 def geomean(xs) -> float:
-    xs = [x for x in xs if _ok(x) and x > 0]
+    xs = [x for x in xs if finite(x) and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
 
@@ -202,7 +203,7 @@ class Target:
             measured = ", ".join(f"{label} {self.fmt(v)}" if label else self.fmt(v) for label, v in vals)
             if r.get("status") in FLAGGED:
                 measured += f" [{r['status']}]"
-            got = [v for _, v in vals if _ok(v)]
+            got = [v for _, v in vals if finite(v)]
             if not got or not applicable:
                 mark = NA
             else:
@@ -217,7 +218,7 @@ class Target:
         for r in sel:
             for label, key in self.keys:
                 v = r.get(key)
-                if not _ok(v):
+                if not finite(v):
                     continue
                 n += 1
                 if not self._holds(v):

@@ -18,8 +18,8 @@ Per shape, torch and hsma in the same process, back to back (order alternating b
 (bu.make_triangular, bu.make_rhs); ratio = torch time / hsma time (above 1: hsma faster). apis: "dropin",
 hsma_trsm.solve_triangular against torch.linalg.solve_triangular (op(A) passed as an A.mT / A.mH view with upper
 flipped, as client code does); "switch", torch.linalg.solve_triangular inside ``hsma_trsm.enabled()`` against
-outside (CUDA only: the switch routes CUDA tensors). modes: "eager" (isolated calls, bu.time_cuda_events: device
-synchronised before each call, host launch cost included; bu.time_cpu on the CPU), "gpu" (bu.time_cuda_graph: calls
+outside (CUDA only: the switch routes CUDA tensors). modes: "eager" (isolated calls, timing.time_cuda_events: device
+synchronised before each call, host launch cost included; time_cpu on the CPU), "gpu" (timing.time_cuda_graph: calls
 captured in a CUDA graph and replayed, GPU time only), "eager_bwd" and "gpu_bwd" (forward and
 ``torch.autograd.grad(X, (A, B), G)``, G fixed; the graph captures both). The forward dropin runs on every shape;
 the backward modes and the switch on every third (:func:`in_subset`). hsma's X is checked against a float64
@@ -47,8 +47,10 @@ from typing import Optional
 
 import torch
 
+from . import core
+from . import output
 from . import report as rp
-from . import run as bm
+from . import timing as tm
 from . import util as bu
 from .report import Col, Table
 from .shapes_report import (APIS, DTYPES, MODES, REGIONS, SLOW, _pct, _x3, path_stats,  # noqa: F401 - re-exported
@@ -64,7 +66,7 @@ CAPS = {"gpu": dict(bytes=1 << 30, k=K_MAX, n=N_MAX, batch=BATCH_MAX),
         "cpu": dict(bytes=16 << 20, k=512, n=256, batch=64)}
 COUNT = {"gpu": 600, "cpu": 40}  # shapes per seed
 QUICK_COUNT = {"gpu": 100, "cpu": 6}  # through python -m benchmarks --quick (one seed)
-BUDGET_S = {"gpu": 420.0, "cpu": 120.0}  # standalone default; the suite takes run.BUDGETS
+BUDGET_S = {"gpu": 420.0, "cpu": 120.0}  # standalone default; the suite takes core.BUDGETS
 SUBSET_EVERY = 3  # backward modes, the switch and the accuracy check of large orders: every third shape
 CHECK_K = 1024  # the accuracy check runs on every shape up to this order
 _ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
@@ -239,10 +241,10 @@ def _call_bwd(solve, shape: Shape, A, B, G):
 
 def _time(fn, mode: str, device, est_us: Optional[float] = None) -> float:
     if device.type != "cuda":
-        return bu.time_cpu(fn, **CPU).median_us
+        return tm.time_cpu(fn, **CPU).median_us
     if mode in GRAPH_MODES:
-        return bu.time_cuda_graph(fn, est_us=est_us, **GRAPH).median_us
-    return bu.time_cuda_events(fn, **EAGER).median_us
+        return tm.time_cuda_graph(fn, est_us=est_us, **GRAPH).median_us
+    return tm.time_cuda_events(fn, **EAGER).median_us
 
 
 def _plan(plan_fn, shape: Shape, A, B) -> tuple:
@@ -253,7 +255,7 @@ def _plan(plan_fn, shape: Shape, A, B) -> tuple:
         p = plan_fn(A, B, left=shape.left, upper=shape.upper, trans=shape.trans, unitriangular=shape.unit)
         return str(getattr(p, "path", "")), " ".join(str(getattr(p, "why", "")).split())
     except Exception as e:  # noqa: BLE001 - a planner failure is data, not the run's end
-        return "", "plan() failed: " + bm._short(e)
+        return "", "plan() failed: " + core.short(e)
 
 
 def base_row(seed: int, idx: int, shape: Shape) -> dict:
@@ -286,16 +288,16 @@ def measure_api(api: str, modes, shape: Shape, A, B, G, device, check: bool, hsm
         try:
             with cm():
                 X[name] = _call(solve, shape, A, B)()
-            bm._sync(device)
+            core.sync(device)
         except Exception as e:  # noqa: BLE001
-            failed[name] = bm._short(e)
+            failed[name] = core.short(e)
     rel_err = torch_err = math.nan
     notes = [f"{n} failed: {msg}" for n, msg in failed.items()]
     if check and "hsma" in X:
         try:
             rel_err, torch_err = _accuracy(shape, A, B, X)
         except Exception as e:  # noqa: BLE001
-            notes.append("accuracy check failed: " + bm._short(e))
+            notes.append("accuracy check failed: " + core.short(e))
     X.clear()
     inaccurate = check and "hsma" not in failed and not (rel_err <= _TOL[shape.dtype] or rel_err <= 10 * torch_err)
     if inaccurate:
@@ -318,9 +320,9 @@ def measure_api(api: str, modes, shape: Shape, A, B, G, device, check: bool, hsm
                 if not graph:
                     eager_us[(name, bwd)] = us[name]
             except Exception as e:  # noqa: BLE001 - one call's failure is this row's status, never the run's
-                errs[name] = bm._short(e, root=graph)
+                errs[name] = core.short(e, root=graph)
                 if device.type == "cuda":
-                    bm._cleanup(device)
+                    core.cleanup(device)
             finally:
                 fn = None
         what = "capture" if graph else "call"
@@ -351,7 +353,7 @@ def measure_shape(seed: int, idx: int, shape: Shape, todo, device, plan_fn=None)
         rows += [dict(base, **r) for r in measure_api(api, modes, shape, A, B, G, device, check, idx % 2 == 1)]
     del A, B, G
     if device.type == "cuda" and shape.nbytes > (256 << 20):
-        bm._cleanup(device)
+        core.cleanup(device)
     return rows
 
 
@@ -375,7 +377,7 @@ def run_shapes(jobs, device, *, modes=MODES, apis=APIS, budget_s: float = 0.0, q
     is_cuda = device.type == "cuda"
     plan_fn = getattr(hsma_trsm, "plan", None)
     if hsma_trsm.is_enabled():
-        bu.log("note: hsma's switch was on; turned off so that torch's rows time torch")
+        output.log("note: hsma's switch was on; turned off so that torch's rows time torch")
         hsma_trsm.disable()
     t0, rows, stop, total = time.perf_counter(), [], None, len(jobs)
     for i, (seed, idx, shape) in enumerate(jobs, 1):
@@ -390,15 +392,15 @@ def run_shapes(jobs, device, *, modes=MODES, apis=APIS, budget_s: float = 0.0, q
             except KeyboardInterrupt:
                 stop = ("skipped (interrupted)", "interrupted")
             except Exception as e:  # noqa: BLE001 - inputs or the planner failed: the whole shape errs
-                got = [dict(base_row(seed, idx, shape), api=a, mode=m, status=rp.ERROR, note=bm._short(e))
+                got = [dict(base_row(seed, idx, shape), api=a, mode=m, status=rp.ERROR, note=core.short(e))
                        for a, m in todo]
-                bm._cleanup(device)
+                core.cleanup(device)
         if stop is not None:
             got = [dict(base_row(seed, idx, shape), api=a, mode=m, status=stop[0], note=stop[1]) for a, m in todo]
         else:
             if not quiet:
-                bu.log(_line(i, total, seed, idx, shape, got))
-            if is_cuda and any(bm._STICKY.search(r["note"]) for r in got):
+                output.log(_line(i, total, seed, idx, shape, got))
+            if is_cuda and any(core.STICKY.search(r["note"]) for r in got):
                 stop = (rp.SKIPPED_CONTEXT, f"CUDA context lost at s{seed}#{idx}")
         rows += got
     return rows
@@ -408,8 +410,8 @@ def write_outputs(out: str, rows, header) -> list:
     """shapes.csv (with ``header``), shapes.md and shapes_map.png in ``out``; returns the paths written."""
     os.makedirs(out, exist_ok=True)
     paths = [os.path.join(out, "shapes.csv"), os.path.join(out, "shapes.md")]
-    bu.write_csv(paths[0], rows, COLUMNS, header)
-    _, rows = bu.read_csv(paths[0])  # the summary of the CSV's rounded values, as --report gives it
+    output.write_csv(paths[0], rows, COLUMNS, header)
+    _, rows = output.read_csv(paths[0])  # the summary of the CSV's rounded values, as --report gives it
     md = summarize(rows)
     with open(paths[1], "w") as f:
         f.write("\n".join(f"- {k}: {v}" for k, v in header) + "\n\n" + md)
@@ -440,7 +442,7 @@ def list_lines(mode: str, dtypes, seed: int = 0) -> list:
         f"  s{s}#{i:<4} {sh.label():<52} {region(sh)}" for s, i, sh in jobs]
 
 
-def suite_shapes(ctx) -> "bm.SuiteResult":
+def suite_shapes(ctx) -> "core.SuiteResult":
     kind, quick = ("gpu" if ctx.is_cuda else "cpu"), ctx.mode.endswith("quick")
     seeds = [ctx.args.seed] if quick else [ctx.args.seed, ctx.args.seed + 1]
     count = (QUICK_COUNT if quick else COUNT)[kind]
@@ -450,15 +452,15 @@ def suite_shapes(ctx) -> "bm.SuiteResult":
         left = max(1e-3, ctx.deadline - time.perf_counter())
         budget = min(budget, left) if budget > 0 else left
     jobs = jobs_for(seeds, count, kind, {bu.dtype_name(d) for d in ctx.dtypes})
-    bu.log(f"{len(jobs)} shapes (seeds {seeds}, {count} per seed), modes {', '.join(modes)}, budget {budget:.0f} s")
+    output.log(f"{len(jobs)} shapes (seeds {seeds}, {count} per seed), modes {', '.join(modes)}, budget {budget:.0f} s")
     if ctx.is_cuda:
-        bu.gpu_warmup(0.3)
+        tm.gpu_warmup(0.3)
     rows = run_shapes(jobs, ctx.device, modes=modes, apis=APIS, budget_s=budget)
     stats = [s for s in region_stats(rows) if s["region"] == "all"]
     extra = [f"- {s['api']} {s['mode']}: {s['shapes']} shapes, {_pct(s['below'])} below {SLOW}x, geomean "
              f"{_x3(s['geomean'])}, worst {_x3(s['worst'])}" for s in stats]
     for line in extra:
-        bu.log("  " + line[2:])
+        output.log("  " + line[2:])
     if ctx.args.out:
         md = os.path.join(ctx.args.out, "shapes.md")
         with open(md, "w") as f:
@@ -466,7 +468,7 @@ def suite_shapes(ctx) -> "bm.SuiteResult":
         plot_map(rows, os.path.join(ctx.args.out, "shapes_map.png"))
     method = (f"Random shapes (benchmarks/shapes.py: {count} per seed, seeds {seeds}), one row per shape x api x "
               "mode; ratio = torch / hsma. shapes.md and shapes_map.png beside this report.")
-    return bm.SuiteResult(rows, COLUMNS, _SummaryTable(), "shapes: random shapes across the space", method,
+    return core.SuiteResult(rows, COLUMNS, _SummaryTable(), "shapes: random shapes across the space", method,
                           extra_md=extra, extra_header=dict(seeds=",".join(map(str, seeds)), count=count))
 
 
@@ -509,7 +511,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     t_start = time.perf_counter()
     if args.report:
-        _, rows = bu.read_csv(args.report)
+        _, rows = output.read_csv(args.report)
         out = os.path.abspath(args.out or os.path.dirname(os.path.abspath(args.report)))
         os.makedirs(out, exist_ok=True)
         md = summarize(rows)
@@ -518,7 +520,7 @@ def main(argv=None) -> int:
         plot_map(rows, os.path.join(out, "shapes_map.png"))
         print(md)
         return 0
-    device = bu.resolve_device(args.device)
+    device = tm.resolve_device(args.device)
     kind = "gpu" if device.type == "cuda" else "cpu"
     import hsma_trsm  # noqa: F401 - loads the extension (fails early if it is not built)
 
@@ -526,8 +528,8 @@ def main(argv=None) -> int:
     budget = BUDGET_S[kind] if args.budget_s is None else args.budget_s
     modes = [m for m in args.modes if kind == "gpu" or m not in GRAPH_MODES]
     apis = [a for a in args.apis if kind == "gpu" or a != "switch"]
-    env = bu.env_info(device)
-    out = os.path.abspath(args.out) if args.out else bu.default_out_dir(env)
+    env = output.env_info(device)
+    out = os.path.abspath(args.out) if args.out else output.default_out_dir(env)
     print(f"device: {env.get('gpu') if kind == 'gpu' else 'CPU (' + env['cpu'] + ')'}; torch {env['torch']}, "
           f"hsma_trsm {env['hsma_trsm']} (git {env['git']}); plan(): "
           f"{'yes' if hasattr(hsma_trsm, 'plan') else 'not in this build (path column empty)'}", flush=True)
@@ -544,13 +546,13 @@ def main(argv=None) -> int:
         pass
     try:
         if kind == "gpu":
-            bu.gpu_warmup(0.5)
+            tm.gpu_warmup(0.5)
         rows = run_shapes(jobs, device, modes=modes, apis=apis, budget_s=budget, quiet=args.quiet)
     finally:
         if prev is not None:
             signal.signal(signal.SIGTERM, prev)
     elapsed = time.perf_counter() - t_start
-    header = bu.result_header(env, suite=SUITE, seeds=",".join(map(str, args.seeds)), count=count,
+    header = output.result_header(env, suite=SUITE, seeds=",".join(map(str, args.seeds)), count=count,
                               modes=",".join(modes), apis=",".join(apis), budget_s=f"{budget:g}",
                               elapsed_s=f"{elapsed:.1f}")
     paths = write_outputs(out, rows, header)

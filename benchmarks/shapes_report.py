@@ -88,7 +88,7 @@ def _flags(r) -> str:
 
 
 def summarize(rows, heading: str = "#") -> str:
-    """The Markdown report of a run's rows (dicts as run_shapes makes them, or as bu.read_csv reads them back)."""
+    """The Markdown report of a run's rows (dicts as run_shapes makes them, or as output.read_csv reads them back)."""
     h2 = heading + "#"
     lines = [f"{heading} Shape-space benchmark: torch / hsma", "",
              f"ratio = torch time / hsma time (above 1: hsma faster); 'below {SLOW}x' = the share of timed shapes "

@@ -11,7 +11,7 @@ pivots of ``torch.linalg.lu_factor`` of a scaled permutation plus noise: partial
 Contenders, on the same inputs: torch (``torch.cholesky_solve`` / ``torch.linalg.lu_solve``), hsma
 (``hsma_trsm.cholesky_solve`` / ``hsma_trsm.lu_solve``), and, on CUDA, switch (torch's function inside
 ``hsma_trsm.enabled()``: hsma's kernels reached through the dispatcher, as unchanged client code reaches them).
-Each is timed as run.py times a solve (rounds of isolated calls, CUDA events; then CUDA-graph replay) and checked
+Each is timed as core.py times a solve (rounds of isolated calls, CUDA events; then CUDA-graph replay) and checked
 against the float64 (complex128) torch result of the same inputs. torch's own implementation (switch off) is not
 graph-captured (:func:`graph_capturable`): its torch graph cell and the graph ratios are blank.
 """
@@ -23,9 +23,11 @@ import time
 
 import torch
 
-from . import run as bm
+from . import core
+from . import timing as tm
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_us, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "solvers"
 OPS = ("cholesky_solve", "lu_solve")
@@ -37,10 +39,10 @@ PLANS = {
     "cpu-quick": dict(shapes=[(16, 16, 16), (32, 32, 32), (1, 128, 1)]),
 }
 TIMING = {
-    "gpu": bm.TimingCfg(warmup=2, target_s=0.05, min_reps=6, max_reps=100, max_s=0.3, cap_s=3.0, graph_max_us=5000.0,
+    "gpu": tm.TimingCfg(warmup=2, target_s=0.05, min_reps=6, max_reps=100, max_s=0.3, cap_s=3.0, graph_max_us=5000.0,
                         graph_replay_s=2e-3, graph_max_calls=50, graph_target_s=0.02, graph_min_reps=5,
                         graph_max_reps=30),
-    "cpu": bm.TimingCfg(warmup=1, target_s=0.02, min_reps=3, max_reps=20, max_s=0.5, warm_after_s=0.25, cap_s=3.0,
+    "cpu": tm.TimingCfg(warmup=1, target_s=0.02, min_reps=3, max_reps=20, max_s=0.5, warm_after_s=0.25, cap_s=3.0,
                         graph=False),
 }
 _TOL = {torch.float32: 1e-3, torch.complex64: 1e-3, torch.float64: 1e-9, torch.complex128: 1e-9}
@@ -122,7 +124,7 @@ def blank_row(op, shape, dtype) -> dict:
     return row
 
 
-def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> dict:
+def run_solver_case(ctx: core.Ctx, cfg: tm.TimingCfg, op: str, shape, dtype) -> dict:
     import hsma_trsm
 
     row = blank_row(op, shape, dtype)
@@ -136,19 +138,19 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
         ctx_mgr = hsma_trsm.enabled() if name == "switch" else contextlib.nullcontext()
         try:
             with ctx_mgr:
-                bm._sync(device)
+                core.sync(device)
                 t0 = time.perf_counter()
                 X = fns[name]()
-                bm._sync(device)
+                core.sync(device)
                 first_s = time.perf_counter() - t0
                 row[f"{name}_rel_err"] = bu.rel_error(_wide(X), ref)
                 del X
-                t = bm._time_eager(fns[name], device, cfg, first_s >= cfg.warm_after_s, first_s)
+                t = tm.time_eager(fns[name], device, cfg, first_s >= cfg.warm_after_s, first_s)
             timings[name] = t
-            bm.record_timing(row, name, t)
+            tm.record_timing(row, name, t)
         except Exception as e:  # noqa: BLE001
             failed.add(name)
-            notes.append(f"{name}: " + bm._short(e))
+            notes.append(f"{name}: " + core.short(e))
     if ctx.is_cuda and cfg.graph:
         # hsma and switch reach hsma's kernels; torch is torch's own call (switch off).
         graphed = [p for p in names if p not in failed and graph_capturable(op, reaches_hsma=p != "torch")]
@@ -159,11 +161,11 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
             for name in graphed:
                 try:
                     with hsma_trsm.enabled() if name == "switch" else contextlib.nullcontext():
-                        t = bm.graph_time(fns[name], row[f"{name}_us"], cfg)
+                        t = tm.graph_time(fns[name], row[f"{name}_us"], cfg)
                     row[f"{name}_graph_us"] = t.median_us
                 except Exception as e:  # noqa: BLE001
                     failed.add(f"graph-{name}")
-                    notes.append(f"graph({name}): " + bm._short(e, root=True))
+                    notes.append(f"graph({name}): " + core.short(e, root=True))
     del fns, args, B, ref
     row["speedup"] = ratio(row["torch_us"], row["hsma_us"])
     row["switch_speedup"] = ratio(row["torch_us"], row["switch_us"])
@@ -171,26 +173,26 @@ def run_solver_case(ctx: bm.Ctx, cfg: bm.TimingCfg, op: str, shape, dtype) -> di
     row["switch_graph_speedup"] = ratio(row["torch_graph_us"], row["switch_graph_us"])
     tol = _TOL.get(dtype, 1e-3)
     bad = [p for p in names if p != "torch" and p not in failed and not row[f"{p}_rel_err"] <= tol]
-    flag, flag_notes = bm.timing_flags(timings, device.type, row["flops"])
+    flag, flag_notes = tm.timing_flags(timings, device.type, row["flops"])
     notes += flag_notes
     error = any(p in failed for p in ("hsma", "switch"))
     if bad and not error:
         notes += [f"{p} rel_err {row[f'{p}_rel_err']:.2e} > tol {tol:.0e}" for p in bad]
-    row.update(status=bm.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
+    row.update(status=core.row_status(error, bool(bad), bool(failed), flag), note="; ".join(notes))
     return row
 
 
-def suite_solvers(ctx: bm.Ctx) -> bm.SuiteResult:
+def suite_solvers(ctx: core.Ctx) -> core.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
     jobs = jobs_of(PLANS[ctx.mode], ctx.dtypes)
     table = Table([
-        Col("op", 14, lambda r: r["case"], left=True), bm._shape_col(18), bm._C_DTYPE,
+        Col("op", 14, lambda r: r["case"], left=True), core.shape_col(18), core.C_DTYPE,
         Col("torch us", 9, lambda r: f_us(r["torch_us"])), Col("hsma us", 9, lambda r: f_us(r["hsma_us"])),
         Col("speedup", 8, lambda r: f_x(r["speedup"])), Col("switch", 8, lambda r: f_x(r["switch_speedup"])),
         Col("gr.spd", 7, lambda r: f_x(r["graph_speedup"])), Col("gr.sw", 7, lambda r: f_x(r["switch_graph_speedup"])),
-        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])), bm._C_STATUS,
+        Col("rel err", 8, lambda r: f_err(r["hsma_rel_err"])), core.C_STATUS,
     ])
-    rows = bm.run_jobs(ctx, SUITE, jobs, table, lambda job: run_solver_case(ctx, cfg, *job),
+    rows = core.run_jobs(ctx, SUITE, jobs, table, lambda job: run_solver_case(ctx, cfg, *job),
                        lambda job: blank_row(*job))
     cols = (["suite", "case", "shape", "dtype", "batch", "k", "n", "flops", "torch_us", "hsma_us", "switch_us",
              "speedup", "switch_speedup", "torch_graph_us", "hsma_graph_us", "switch_graph_us", "graph_speedup",
@@ -211,5 +213,6 @@ def suite_solvers(ctx: bm.Ctx) -> bm.SuiteResult:
               "hsma us, switch = torch us / switch us; gr. = the same from CUDA-graph replay (GPU time only; blank "
               "where torch's own call may run MAGMA, which cannot be captured: not tried). "
               "rel err against the float64 (complex128) torch result.")
-    res = bm.SuiteResult(rows, cols, table, "solvers: cholesky_solve and lu_solve, hsma vs torch", method, targets)
+    res = core.SuiteResult(rows, cols, table, "solvers: cholesky_solve and lu_solve, hsma vs torch", method, targets,
+                           tidy=Tidy(impls=NAMES))
     return res

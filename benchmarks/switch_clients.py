@@ -2,7 +2,7 @@
 
 Clients (GPU sizes; float32 and float64 unless said):
 
-    exact     GPyTorch ExactGP training step (benchmarks.gp_clients.make_step: zero_grad, -mll, backward, Adam) at
+    exact     GPyTorch ExactGP training step (benchmarks.gp_models.make_step: zero_grad, -mll, backward, Adam) at
               n in {1000, 4000, 8000}, Cholesky path for every n;
     svgp      GPyTorch SVGP step, 1024 inducing points, minibatch 4096;
     fit       BoTorch SingleTaskGP on 500 points in [0, 1]^6: building the model and fit_gpytorch_mll (L-BFGS), float64;
@@ -14,7 +14,7 @@ Clients (GPU sizes; float32 and float64 unless said):
 
 Each client is built twice from the same seed: once with torch's kernels, once inside ``hsma_trsm.enabled()``. The
 first steps of each are the warm-up and the check (the outputs of the two runs, step by step: max abs difference;
-calls that reached hsma, per step); the steps after them are timed as run.py times a call. On the CPU path the switch
+calls that reached hsma, per step); the steps after them are timed as core.py times a call. On the CPU path the switch
 routes nothing (it routes CUDA tensors): both runs are torch's, and the suite only shows that it runs.
 """
 from __future__ import annotations
@@ -26,11 +26,13 @@ import warnings
 
 import torch
 
-from . import gp_clients
+from . import core, gp_models
+from . import output
 from . import report as rp
-from . import run as bm
+from . import timing as tm
 from . import util as bu
 from .report import Col, Table, Target, f_err, f_x, ratio
+from .tidy import Tidy
 
 SUITE = "switch"
 KINDS = ("exact", "svgp", "fit", "qlogei", "kalman")
@@ -43,9 +45,9 @@ PLANS = {
 # No CUDA-graph timing (graph=False, which the CLI cannot turn on): the torch run's steps call torch's own
 # cholesky_solve, which may run MAGMA and cannot be captured (solvers.graph_capturable).
 TIMING = {
-    "gpu": bm.TimingCfg(warmup=1, target_s=0.3, min_reps=3, max_reps=30, max_s=2.0, warm_after_s=0.0, cap_s=8.0,
+    "gpu": tm.TimingCfg(warmup=1, target_s=0.3, min_reps=3, max_reps=30, max_s=2.0, warm_after_s=0.0, cap_s=8.0,
                         graph=False),
-    "cpu": bm.TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.0, cap_s=4.0,
+    "cpu": tm.TimingCfg(warmup=1, target_s=0.05, min_reps=3, max_reps=10, max_s=1.0, warm_after_s=0.0, cap_s=4.0,
                         graph=False),
 }
 # Max abs difference of the two runs' outputs, relative to max(1, |output|): rounding only (an optimiser such as
@@ -86,7 +88,7 @@ def _import(name):
     try:
         return __import__(name), None
     except Exception as e:  # noqa: BLE001 - missing, or broken against this torch
-        return None, bm._short(e)
+        return None, core.short(e)
 
 
 class ServedCalls:
@@ -125,7 +127,7 @@ def counted_switch():
 
 def make_gpytorch(kind, size, dtype, device, seed):
     gpytorch = _import("gpytorch")[0]
-    return gp_clients.make_step(gpytorch, kind, size, dtype, device, seed)
+    return gp_models.make_step(gpytorch, kind, size, dtype, device, seed)
 
 
 def _botorch_data(n, d, device, seed):
@@ -262,7 +264,7 @@ def blank_row(kind: str, size: tuple, dtype, check_steps: int) -> dict:
     return row
 
 
-def run_client_case(ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtype, check_steps: int) -> dict:
+def run_client_case(ctx: core.Ctx, cfg: tm.TimingCfg, kind: str, size: tuple, dtype, check_steps: int) -> dict:
     import hsma_trsm
 
     row = blank_row(kind, size, dtype, check_steps)
@@ -279,7 +281,7 @@ def run_client_case(ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtyp
                 step = MAKERS[kind](kind, size, dtype, ctx.device, seed)
                 if count is not None:
                     count.reset()  # the steps' calls only (qlogei fits its model while made)
-                bm._sync(ctx.device)
+                core.sync(ctx.device)
                 t0 = time.perf_counter()
                 outs[name] = [step().double().cpu() for _ in range(check_steps)]
                 first_s = (time.perf_counter() - t0) / check_steps
@@ -287,17 +289,17 @@ def run_client_case(ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtyp
                     row["routed_per_step"] = count.calls / check_steps
             if name == "switch":
                 stack.enter_context(hsma_trsm.enabled())
-            t = bm._time_eager(step, ctx.device, cfg, True, first_s)
+            t = tm.time_eager(step, ctx.device, cfg, True, first_s)
         timings[name] = t
-        bm.record_timing(row, name, t)
+        tm.record_timing(row, name, t)
         row[f"{name}_ms"] = t.median_us / 1e3
         del step
-        bm._cleanup(ctx.device)
+        core.cleanup(ctx.device)
     row["speedup"] = ratio(row["torch_us"], row["switch_us"])
     diff = max((a - b).abs().max().item() for a, b in zip(outs["torch"], outs["switch"]))
     scale = max(1.0, max(a.abs().max().item() for a in outs["torch"]))
     row.update(max_abs_diff=diff, scale=scale)
-    flag, flag_notes = bm.timing_flags(timings, ctx.device.type, _step_flops(kind, size))
+    flag, flag_notes = tm.timing_flags(timings, ctx.device.type, _step_flops(kind, size))
     notes += flag_notes
     tol = TOL[kind][dtype]
     if not (diff <= tol * scale):
@@ -314,7 +316,7 @@ def run_client_case(ctx: bm.Ctx, cfg: bm.TimingCfg, kind: str, size: tuple, dtyp
     return row
 
 
-def suite_switch(ctx: bm.Ctx) -> bm.SuiteResult:
+def suite_switch(ctx: core.Ctx) -> core.SuiteResult:
     cfg = ctx.timing(SUITE, TIMING["gpu" if ctx.is_cuda else "cpu"])
     plan = PLANS[ctx.mode]
     jobs = client_jobs(plan, ctx.dtypes)
@@ -324,13 +326,13 @@ def suite_switch(ctx: bm.Ctx) -> bm.SuiteResult:
         if mod is None:
             missing[pkg] = why
         else:
-            bu.log(f"{pkg} {mod.__version__}")
+            output.log(f"{pkg} {mod.__version__}")
     table = Table([
-        Col("client", 7, lambda r: r["case"], left=True), bm._shape_col(16), bm._C_DTYPE,
+        Col("client", 7, lambda r: r["case"], left=True), core.shape_col(16), core.C_DTYPE,
         Col("torch ms", 9, lambda r: rp.f_us(r["torch_ms"])), Col("switch ms", 9, lambda r: rp.f_us(r["switch_ms"])),
         Col("speedup", 8, lambda r: f_x(r["speedup"])), Col("diff", 9, lambda r: f_err(r["max_abs_diff"])),
-        Col("routed/step", 11, lambda r: f"{r['routed_per_step']:.0f}" if bm._finite(r["routed_per_step"]) else "-"),
-        bm._C_STATUS,
+        Col("routed/step", 11, lambda r: f"{r['routed_per_step']:.0f}" if rp.finite(r["routed_per_step"]) else "-"),
+        core.C_STATUS,
     ])
 
     def skipped(job):
@@ -343,7 +345,7 @@ def suite_switch(ctx: bm.Ctx) -> bm.SuiteResult:
             return dict(skipped(job), status=status, note=f"{pkg}: {missing[pkg]}")
         return run_client_case(ctx, cfg, *job, plan["check_steps"])
 
-    rows = bm.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
+    rows = core.run_jobs(ctx, SUITE, jobs, table, run_one, skipped)
     cols = (["suite", "case", "shape", "dtype", "torch_ms", "switch_ms", "speedup", "max_abs_diff", "scale",
              "routed_per_step", "check_steps", "torch_us", "switch_us", "torch_min_us", "switch_min_us", "torch_reps",
              "switch_reps", "status", "note", "rounds", "torch_spread", "switch_spread", "torch_rounds_us",
@@ -352,11 +354,13 @@ def suite_switch(ctx: bm.Ctx) -> bm.SuiteResult:
                       aggregate=True)]
     method = ("Real clients built twice from one seed, unchanged: torch's kernels, then inside hsma_trsm.enabled() "
               "(torch's solves on CUDA tensors routed to hsma by the dispatcher). exact / svgp: GPyTorch training "
-              "steps (benchmarks/gp_clients.py's models); fit: BoTorch SingleTaskGP built and fitted "
+              "steps (benchmarks/gp_models.py); fit: BoTorch SingleTaskGP built and fitted "
               "(fit_gpytorch_mll); qlogei: optimize_acqf of qLogExpectedImprovement on the fitted model; kalman: a "
               "batched Kalman filter's negative log likelihood, backward and Adam step in plain torch. The first "
               f"{plan['check_steps']} steps of each run warm up and give the check (diff = max abs difference of the "
               "outputs step by step: losses, fitted parameters, candidates and acquisition value; routed/step = "
               "calls that reached hsma per step); then steps timed like a solve (median of round medians of "
               "isolated steps). speedup = torch ms / switch ms.")
-    return bm.SuiteResult(rows, cols, table, "switch: real clients with hsma's switch off and on", method, targets)
+    return core.SuiteResult(rows, cols, table, "switch: real clients with hsma's switch off and on", method, targets,
+                            tidy=Tidy(impls=("torch", "switch"), modes=(("step", "{impl}_us"),), err="max_abs_diff",
+                                      headline="switch"))

@@ -23,6 +23,8 @@ import sys
 
 import torch
 
+from . import output
+from . import timing as tm
 from . import util as bu
 
 DEFAULT_SIZES = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
@@ -56,7 +58,7 @@ def time_config(A, B, nb, variant, target_s):
     import hsma_trsm
 
     with bu.hsma_overrides(candidate_overrides(nb, variant)):
-        t = bu.time_cuda_events(
+        t = tm.time_cuda_events(
             lambda: hsma_trsm.trsm(A, B), warmup=1, target_s=target_s, min_reps=3, max_reps=20, isolate=False
         )
     return t.median_us
@@ -65,13 +67,13 @@ def time_config(A, B, nb, variant, target_s):
 def table_path_for_current_gpu():
     """The package's table for this GPU: <repo>/hsma_trsm/tuning/<gpu-slug>-sm<cc>.csv."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    name = f"{bu.slugify(props.name)}-sm{props.major}{props.minor}.csv"
-    return os.path.join(bu.REPO_ROOT, "hsma_trsm", "tuning", name)
+    name = f"{output.slugify(props.name)}-sm{props.major}{props.minor}.csv"
+    return os.path.join(output.REPO_ROOT, "hsma_trsm", "tuning", name)
 
 
 def default_out_path():
     """Where the tuner writes unless --out is given: <repo>/out/tune/<the package table's name>."""
-    return os.path.join(bu.REPO_ROOT, "out", "tune", os.path.basename(table_path_for_current_gpu()))
+    return os.path.join(output.REPO_ROOT, "out", "tune", os.path.basename(table_path_for_current_gpu()))
 
 
 def write_table(path, best, info):
@@ -104,7 +106,7 @@ def main(argv=None):
         return 2
     import hsma_trsm  # noqa: F401
 
-    info = bu.env_info("cuda")
+    info = output.env_info("cuda")
     sizes = [int(s) for s in args.sizes.split(",")]
     dtypes = [bu.parse_dtype(d) for d in args.dtypes.split(",")]
     nbs = [int(s) for s in args.nbs.split(",")]
@@ -125,7 +127,7 @@ def main(argv=None):
         # nb, variant: the plan that ran; table_nb: the candidate that gave it
         sweep_writer.writerow(["dtype", "size", "nb", "variant", "median_us", "tflops", "table_nb"])
     current = None
-    bar = bu.progress(jobs, total=len(jobs), desc="tune")
+    bar = output.progress(jobs, total=len(jobs), desc="tune")
     for dtype, size, nb, variant, plan in bar:
         if current != (dtype, size):
             current = (dtype, size)
@@ -154,7 +156,7 @@ def main(argv=None):
 
     write_table(out, best, info)
     print(f"table written to {out} (use it: HSMA_TRSM_TABLE={out}; ship it: copy it to "
-          f"{os.path.relpath(os.path.dirname(table_path_for_current_gpu()), bu.REPO_ROOT)}/)")
+          f"{os.path.relpath(os.path.dirname(table_path_for_current_gpu()), output.REPO_ROOT)}/)")
     if sweep:
         sweep.close()
         print(f"sweep written to {args.sweep_csv}")

@@ -21,6 +21,8 @@ import time
 
 import torch
 
+from . import output
+from . import timing as tm
 from . import util as bu
 
 DEFAULT_KS = [72, 96, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024, 1600, 2560, 4096, 8192]
@@ -56,10 +58,10 @@ def choose_path(eager, gpu):
 
 def time_both(fn, slow_us):
     """(eager us, GPU-only us) of fn; a call slower than slow_us is timed eager only, once more (GPU-only = eager)."""
-    t = bu.time_cuda_events(fn, warmup=2, target_s=0.01, min_reps=3, max_reps=15, max_s=0.05)
+    t = tm.time_cuda_events(fn, warmup=2, target_s=0.01, min_reps=3, max_reps=15, max_s=0.05)
     if t.median_us > slow_us:
         return t.median_us, t.median_us
-    g = bu.time_cuda_graph(fn, est_us=t.median_us, target_replay_s=1e-3, max_calls=20, warmup=1, target_s=0.004,
+    g = tm.time_cuda_graph(fn, est_us=t.median_us, target_replay_s=1e-3, max_calls=20, warmup=1, target_s=0.004,
                            min_reps=3, max_reps=10)
     return t.median_us, g.median_us
 
@@ -85,7 +87,7 @@ def measure_cell(dtype, k, cols, batch, sweep_max_cols, slow_us):
 
 def table_name():
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return f"{bu.slugify(props.name)}-sm{props.major}{props.minor}-paths.csv"
+    return f"{output.slugify(props.name)}-sm{props.major}{props.minor}-paths.csv"
 
 
 def write_table(path, rows, info):
@@ -138,15 +140,15 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("benchmarks.tune_paths: no CUDA device; the tuner measures the GPU it runs on", file=sys.stderr)
         return 2
-    info = bu.env_info("cuda")
+    info = output.env_info("cuda")
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     cells = grid([bu.parse_dtype(d) for d in args.dtypes.split(",")], ints(args.ks), ints(args.cols),
                  ints(args.batches), args.mem_gib * 2**30)
-    out = args.out or os.path.join(bu.REPO_ROOT, "out", "tune", table_name())
+    out = args.out or os.path.join(output.REPO_ROOT, "out", "tune", table_name())
     print(f"path tuning on {info['gpu']} (sm {info['capability']}), torch {info['torch']}: {len(cells)} cells")
-    bu.gpu_warmup()
+    tm.gpu_warmup()
     start, rows, results = time.perf_counter(), [], []
-    for dtype, k, cols, batch in bu.progress(cells, total=len(cells), desc="paths"):
+    for dtype, k, cols, batch in output.progress(cells, total=len(cells), desc="paths"):
         if args.budget_s and time.perf_counter() - start > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {len(cells) - len(rows)} cells not measured")
             break

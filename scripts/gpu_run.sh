@@ -115,9 +115,9 @@ if [[ " $STAGES " == *" bench "* ]]; then
   for w in wheels/fla_core-*.whl; do [ -f "$w" ] && "$PY" -m pip install -q --no-deps --no-index "$w" \
     >"$OUTDIR/fla_install.log" 2>&1; done
   # Every suite but solvers and switch (the stage below), clients and gpytorch included: their time budgets add up
-  # to about 8 minutes at most.
+  # to about 8 minutes at most. --verbose: bench.log keeps every case's line (the console shows the summary).
   timeout "${BENCH_TIMEOUT:-540}" "$PY" -m benchmarks \
-    --suite small,batched,large,ablation,split,overhead,clients,gpytorch,deltanet --out "$OUTDIR" ${BENCH_ARGS:-} \
+    --suite small,batched,large,ablation,split,overhead,clients,gpytorch,deltanet --out "$OUTDIR" --verbose ${BENCH_ARGS:-} \
     >"$OUTDIR/bench.log" 2>&1 || status=1
   tail -n 80 "$OUTDIR/bench.log"
 fi
@@ -140,7 +140,7 @@ if [[ " $STAGES " == *" solvers "* ]]; then
   echo "== benchmark: solvers and switch"
   mkdir -p "$OUTDIR/solvers-switch"
   timeout "${SOLVERS_TIMEOUT:-540}" "$PY" -m benchmarks --suite solvers,switch --out "$OUTDIR/solvers-switch" \
-    ${BENCH_ARGS:-} >"$OUTDIR/solvers-switch/bench.log" 2>&1 || status=1
+    --verbose ${BENCH_ARGS:-} >"$OUTDIR/solvers-switch/bench.log" 2>&1 || status=1
   tail -n 60 "$OUTDIR/solvers-switch/bench.log"
 fi
 

@@ -11,8 +11,10 @@ import torch
 
 import benchmarks.report as rp
 import benchmarks.util as bu
+from benchmarks import cases as bc
 from benchmarks import clients as cl
 from benchmarks import gp_clients as gp
+from benchmarks import output
 from benchmarks import run as bm
 
 _CLIENT_COLUMNS = ["case", "shape", "dtype", "k", "rhs", "hsma_us", "torch_us", "speedup", "hsma_graph_us",
@@ -21,7 +23,7 @@ _CLIENT_COLUMNS = ["case", "shape", "dtype", "k", "rhs", "hsma_us", "torch_us", 
 
 
 def test_client_cases_gpu_plan():
-    cases = cl.client_cases(cl.PLANS["gpu"], list(bm.ALL_DTYPES))
+    cases = cl.client_cases(cl.PLANS["gpu"], list(bc.ALL_DTYPES))
     count = {}
     for c, _ in cases:
         count[c.case] = count.get(c.case, 0) + 1
@@ -33,7 +35,7 @@ def test_client_cases_gpu_plan():
     assert right and all(c.k == c.n and cl.rhs_count(c) == c.m for c in right)
     kal = [(c, dt) for c, dt in cases if c.case == "kalman"]
     assert [(c.batch_count, c.a_count, c.k, c.n) for c, _ in kal] == [(10000, 10000, 6, 1)] * 2
-    assert {dt for c, dt in cases if c.case == "squares"} == set(bm.ALL_DTYPES)
+    assert {dt for c, dt in cases if c.case == "squares"} == set(bc.ALL_DTYPES)
     assert cl.shape_label(right[0]).startswith(f"k={right[0].k} n={right[0].m} right")
     # --dtypes filters every group
     only = cl.client_cases(cl.PLANS["gpu"], [torch.complex64])
@@ -49,8 +51,8 @@ def test_clients_suite_cpu(tmp_path, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "clients", "--dtypes", "f32,c128", "--out", out,
                   "--no-progress"])
     assert rc == 0
-    assert sorted(os.listdir(out)) == ["clients.csv", "report.md"]
-    header, rows = bu.read_csv(os.path.join(out, "clients.csv"))
+    assert sorted(os.listdir(out)) == ["clients.csv", "details", "report.md"]
+    header, rows = output.read_csv(os.path.join(out, "details", "clients.csv"))
     assert header["suite"] == "clients" and "copy_gbs" in header
     assert set(_CLIENT_COLUMNS) <= set(rows[0])
     assert {r["case"] for r in rows} == set(cl.GROUPS)
@@ -69,7 +71,7 @@ def test_clients_suite_cpu(tmp_path, capsys):
         assert int(r["bytes"]) == (int(r["batch"]) * (k * (k + 1) // 2 + 2 * k * n)) * item
         assert r["bw_basis"] == "eager" and float(r["hsma_gbs"]) > 0
     text = capsys.readouterr().out
-    assert "targets (0 PASS, 0 MISS" in text  # GPU targets: n/a on the CPU path
+    assert "targets: 0 PASS, 0 MISS" in text  # GPU targets: n/a on the CPU path
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## clients" in md and "fb spd" in md and "- narrow (" in md and "| target | case |" in md
@@ -88,8 +90,8 @@ def test_gpytorch_suite_skips_without_gpytorch(tmp_path, monkeypatch, capsys):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "gpytorch", "--out", str(tmp_path), "--no-progress",
                   "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    _, rows = bu.read_csv(os.path.join(tmp_path, "gpytorch.csv"))
-    assert len(rows) == len(gp.gp_jobs(gp.PLANS["cpu-quick"], list(bm.ALL_DTYPES))) == 4  # exact, svgp x f32, f64
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "gpytorch.csv"))
+    assert len(rows) == len(gp.gp_jobs(gp.PLANS["cpu-quick"], list(bc.ALL_DTYPES))) == 4  # exact, svgp x f32, f64
     assert {r["status"] for r in rows} == {"skipped (gpytorch not installed)"}
     assert all("gpytorch" in r["note"] for r in rows)
     cap = capsys.readouterr()
@@ -132,7 +134,7 @@ def test_gpytorch_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "gpytorch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    _, rows = bu.read_csv(os.path.join(tmp_path, "gpytorch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "gpytorch.csv"))
     assert [r["case"] for r in rows] == ["exact", "svgp"]
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
     for r in rows:

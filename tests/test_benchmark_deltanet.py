@@ -15,7 +15,10 @@ import benchmarks.report as rp
 import benchmarks.util as bu
 import hsma_trsm
 from benchmarks import deltanet as dn
+from benchmarks import fla_kernels as fk
+from benchmarks import output
 from benchmarks import run as bm
+from benchmarks import timing as tm
 
 F32, BF16 = torch.float32, torch.bfloat16
 
@@ -160,29 +163,29 @@ def test_import_fla_from_wheel(tmp_path, no_fla):
         pytest.skip("an fla is installed here: the wheel fallback is not taken")
     except ImportError:
         pass
-    fla_, why = dn.import_fla(wheel_dir=str(tmp_path / "none"), extract_root=str(tmp_path / "x"))
+    fla_, why = fk.import_fla(wheel_dir=str(tmp_path / "none"), extract_root=str(tmp_path / "x"))
     assert fla_ is None and "no wheels/fla_core-*.whl" in why
     _fake_wheel(str(tmp_path / "wheels"))
-    fla_, why = dn.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
+    fla_, why = fk.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
     assert why is None and fla_.version == "0.0.test"
     assert fla_.root == str(tmp_path / "x" / "fla_core-0.0.test-py3-none-any")
     assert fla_.solve_tril(None) == "solve_tril" and fla_.recompute_w_u_fwd(1, 2, 3, 4, None) == ("w", "u")
     assert sorted(os.listdir(tmp_path / "x")) == ["fla_core-0.0.test-py3-none-any"]  # no partial folder left
-    again, _ = dn.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
+    again, _ = fk.import_fla(wheel_dir=str(tmp_path / "wheels"), extract_root=str(tmp_path / "x"))
     assert again.root == fla_.root
 
 
 def test_precompile_tasks_and_off_switch(capsys):
     cases = dn.deltanet_cases(dn.PLANS["gpu"])
-    tasks = dn.precompile_tasks(cases)
+    tasks = fk.precompile_tasks(cases)
     # 3 H x 3 BT x 2 output dtypes of solve_tril (the w/u rows' bf16 BT 64 keys among them), 3 w/u keys
     assert len(tasks) == 21 and sum(t[0] == "wu" for t in tasks) == 3
     assert [t[2] for t in tasks[:6]] == [64] * 6 and tasks[6][0] == "wu" and tasks[-1][2] == 16
     assert ("wu", 96, 64, 8192, "bfloat16", 128, 128) in tasks
-    fla_ = dn.Fla(None, None, "0", "/nowhere")
-    assert dn.precompile_fla(fla_, cases, workers=0) == dict(seconds=0.0, kernels=0, workers=0, errors=["off"])
+    fla_ = fk.Fla(None, None, "0", "/nowhere")
+    assert fk.precompile_fla(fla_, cases, workers=0) == dict(seconds=0.0, kernels=0, workers=0, errors=["off"])
     # a precompile process reports its failures as one JSON line instead of raising
-    dn._precompile_main([json.dumps([["solve_tril", 4, 64, 128, "float32"]])])
+    fk._precompile_main([json.dumps([["solve_tril", 4, 64, 128, "float32"]])])
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["kernels"] == 0 and len(res["errors"]) == 1
 
@@ -193,14 +196,14 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress", "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    assert sorted(os.listdir(out)) == ["deltanet.csv", "report.md"]
-    header, rows = bu.read_csv(os.path.join(out, "deltanet.csv"))
+    assert sorted(os.listdir(out)) == ["deltanet.csv", "details", "report.md"]
+    header, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
     assert header["suite"] == "deltanet" and header["fla"] == "not available: no GPU" and "copy_gbs" in header
     assert list(rows[0]) == dn.COLUMNS
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu"]
     assert {r["status"] for r in rows} == {dn.SKIPPED_NO_GPU} and all("Triton" in r["note"] for r in rows)
     text = capsys.readouterr().out
-    assert "targets (0 PASS, 0 MISS" in text
+    assert "targets: 0 PASS, 0 MISS" in text
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
     assert "## deltanet" in md and "| target | case |" in md and "fla: not available (no GPU)" in md
@@ -208,7 +211,7 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
 
 def test_run_row_inverse_and_wu_cpu():
     _needs_inverse()
-    cfg = bm.TimingCfg(**vars(dn.TIMING["cpu"]))
+    cfg = tm.TimingCfg(**vars(dn.TIMING["cpu"]))
     for dt in (F32, BF16):
         row = dn.run_row(dn.DCase("inverse", 1, 128, 2, 32, dt, seed=3), torch.device("cpu"), cfg)
         assert row["status"] in (rp.OK, *rp.FLAGGED), row["note"]
@@ -228,7 +231,7 @@ def test_deltanet_cpu_run(tmp_path):
     out = str(tmp_path)
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress"])
     assert rc == 0
-    _, rows = bu.read_csv(os.path.join(out, "deltanet.csv"))
+    _, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
     assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "qwen", "qwen", "bf16"]
     for r in rows:
         if r["case"] in dn.FLA_GROUPS:

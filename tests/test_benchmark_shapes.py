@@ -11,6 +11,7 @@ import torch
 
 import benchmarks.report as rp
 import benchmarks.util as bu
+from benchmarks import output
 from benchmarks import run as bm
 from benchmarks import shapes as sh
 
@@ -44,7 +45,7 @@ def test_sampler_respects_caps_and_regions():
             expect = ("k<=64" if s.k <= 64 else "k>64 batch" if s.batch > 1
                       else "k>64 one n<=16" if s.n <= 16 else "k>64 one n>16")
             assert sh.region(s) == expect
-            row = dict(k=str(s.k), n=str(s.n), batch=str(s.batch))  # as bu.read_csv gives it back
+            row = dict(k=str(s.k), n=str(s.n), batch=str(s.batch))  # as output.read_csv gives it back
             assert sh.region(row) == expect
         assert set(_counts(shapes, sh.region)) == set(sh.REGIONS)
         assert set(_counts(shapes, lambda s: s.dtype)) == set(sh.DTYPES)
@@ -84,7 +85,7 @@ def test_cpu_run_writes_csv(tmp_path, capsys):
     assert sh.main(["--count", "6", "--seeds", "0", "--device", "cpu", "--out", out, "--quiet"]) == 0
     files = set(os.listdir(out))
     assert {"shapes.csv", "shapes.md"} <= files <= {"shapes.csv", "shapes.md", "shapes_map.png"}
-    header, rows = bu.read_csv(os.path.join(out, "shapes.csv"))
+    header, rows = output.read_csv(os.path.join(out, "shapes.csv"))
     assert header["suite"] == "shapes" and header["seeds"] == "0" and header["modes"] == "eager,eager_bwd"
     assert list(rows[0]) == sh.COLUMNS
     shapes = sh.sample_shapes(0, 6, "cpu")
@@ -166,8 +167,8 @@ def test_summarize_numbers(tmp_path):
     assert "Failed rows (1;" in md
     # the same report from the CSV read back (strings everywhere)
     path = str(tmp_path / "shapes.csv")
-    bu.write_csv(path, rows, sh.COLUMNS)
-    assert sh.summarize(bu.read_csv(path)[1]) == md
+    output.write_csv(path, rows, sh.COLUMNS)
+    assert sh.summarize(output.read_csv(path)[1]) == md
 
 
 def test_map_skips_without_matplotlib(tmp_path, monkeypatch, capsys):
@@ -191,7 +192,7 @@ def test_shapes_suite_through_run_py(tmp_path):
                   "--no-progress"])
     assert rc == 0
     assert {"shapes.csv", "shapes.md", "report.md"} <= set(os.listdir(tmp_path))
-    header, rows = bu.read_csv(os.path.join(tmp_path, "shapes.csv"))
+    header, rows = output.read_csv(os.path.join(tmp_path, "shapes.csv"))
     assert header["suite"] == "shapes" and list(rows[0]) == sh.COLUMNS
     assert {r["dtype"] for r in rows} <= {"float32", "float64"} and {r["status"] for r in rows} == {rp.OK}
     with open(os.path.join(tmp_path, "report.md")) as f:

@@ -11,18 +11,22 @@ import torch
 import benchmarks.report as rp
 import benchmarks.util as bu
 import hsma_trsm
+from benchmarks import cases as bc
+from benchmarks import output
+from benchmarks import registry
 from benchmarks import run as bm
 from benchmarks import solvers as sv
 from benchmarks import switch_clients as sc
+from benchmarks import timing as tm
 from hsma_trsm import switch
 
 
 def test_suites_registered_and_listed(capsys):
-    assert {"solvers", "switch"} <= set(bm.SUITES) and {"solvers", "switch"} <= set(bm.SUITE_FUNCS)
+    assert {"solvers", "switch"} <= set(bm.SUITES) and {"solvers", "switch"} <= set(registry.REGISTRY)
     assert bm.main(["--list", "--suite", "solvers,switch", "--device", "cpu", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "solvers: " in out and "switch: " in out and "kalman" in out and "lu_solve" in out
-    gpu = sc.client_jobs(sc.PLANS["gpu"], list(bm.ALL_DTYPES))
+    gpu = sc.client_jobs(sc.PLANS["gpu"], list(bc.ALL_DTYPES))
     assert [s for k, s, dt in gpu if k == "exact" and dt == torch.float64] == [(1000,), (4000,), (8000,)]
     assert {k for k, _, _ in gpu} == set(sc.KINDS)
     assert {(b, k) for _, (b, k, n), _ in sv.jobs_of(sv.PLANS["gpu"], [torch.float32])} >= {(16, 16), (1024, 32),
@@ -33,7 +37,7 @@ def test_solvers_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "solvers", "--dtypes", "f64,c64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    header, rows = bu.read_csv(os.path.join(tmp_path, "solvers.csv"))
+    header, rows = output.read_csv(os.path.join(tmp_path, "details", "solvers.csv"))
     assert header["suite"] == "solvers"
     assert {r["case"] for r in rows} == set(sv.OPS) and {r["dtype"] for r in rows} == {"float64", "complex64"}
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
@@ -54,18 +58,18 @@ def test_graph_capturable_never_torchs_own_magma_ops():
 
 @pytest.mark.parametrize("op", sv.OPS)
 def test_solvers_graph_phase_skips_torchs_own_call(op, monkeypatch):
-    """The CUDA path's graph phase, run on the CPU with bu.time_cuda_graph faked: torch's own call (switch off) is
+    """The CUDA path's graph phase, run on the CPU with tm.time_cuda_graph faked: torch's own call (switch off) is
     never captured, its graph cell and the graph ratios are NaN with a note, not an error; hsma and switch are."""
     captured = []
 
     def fake_graph(fn, est_us, **kw):
         captured.append(hsma_trsm.is_enabled())
         fn()
-        return bu.Timing.from_rounds([2.0 if hsma_trsm.is_enabled() else 1.0])
+        return tm.Timing.from_rounds([2.0 if hsma_trsm.is_enabled() else 1.0])
 
-    monkeypatch.setattr(bu, "time_cuda_graph", fake_graph)
+    monkeypatch.setattr(tm, "time_cuda_graph", fake_graph)
     ctx = types.SimpleNamespace(device=torch.device("cpu"), is_cuda=True, args=types.SimpleNamespace(seed=0))
-    cfg = bm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=5, cap_s=1.0, graph_max_us=1e9)
+    cfg = tm.TimingCfg(warmup=1, target_s=0.01, min_reps=3, max_reps=5, cap_s=1.0, graph_max_us=1e9)
     row = sv.run_solver_case(ctx, cfg, op, (4, 8, 2), torch.float64)
     assert sorted(captured) == [False, True]  # hsma (switch off), switch (on); torch not
     assert math.isnan(row["torch_graph_us"]) and row["hsma_graph_us"] == 1.0 and row["switch_graph_us"] == 2.0
@@ -98,7 +102,7 @@ def test_switch_suite_cpu(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress"])
     assert rc == 0
-    _, rows = bu.read_csv(os.path.join(tmp_path, "switch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "switch.csv"))
     assert [r["case"] for r in rows] == list(sc.KINDS)
     assert {r["status"] for r in rows} <= {rp.OK, *rp.FLAGGED}
     for r in rows:
@@ -116,7 +120,7 @@ def test_switch_suite_skips_clients_not_installed(tmp_path, monkeypatch):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "switch", "--dtypes", "f64", "--out", str(tmp_path),
                   "--no-progress", "--strict"])
     assert rc == 0  # skipped is not failed, even with --strict
-    _, rows = bu.read_csv(os.path.join(tmp_path, "switch.csv"))
+    _, rows = output.read_csv(os.path.join(tmp_path, "details", "switch.csv"))
     status = {r["case"]: r["status"] for r in rows}
     assert status["exact"] == status["svgp"] == rp.SKIPPED_NO_GPYTORCH
     assert status["fit"] == status["qlogei"] == rp.SKIPPED_NO_PACKAGE

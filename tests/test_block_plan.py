@@ -2,8 +2,9 @@
 between the sweep (with its row block, panel width and task length) and the blocked path (NB, the
 variant and IB from the block-size table and the rules after it); host logic, so the H200's plan is
 asked for here without a GPU."""
+import csv
+import math
 import os
-import re
 
 import pytest
 import torch
@@ -17,117 +18,51 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "complex64": torch
 RHS = (1, 8, 64, "k")
 NO_PATHS = "/nonexistent-paths.csv"  # no path table: the rules choose the path
 
-# The blocked path's plan for each (dtype, order k) with the shipped H200 table (measured by the tuner on the
-# plans the runtime runs), for 1, 8, 64 and k right-hand-side columns, one triangle for the batch:
-# "<NB><variant r|b><IB>" (where the plan takes the sweep, the blocked path's plan all the same). Orders up to
-# 256 take NB <= 64; above, narrow right-hand sides (<= 64 columns) a power of two near k / 2 of at most 512;
-# IB = NB / 8 from NB = 256.
-PINNED = {
-    ("float32", 65): "64b64 64b64 64b64 64b64",
-    ("float32", 100): "64b64 64b64 64b64 64b64",
-    ("float32", 128): "64b64 64b64 64b64 64b64",
-    ("float32", 181): "64b64 64b64 64b64 64b64",
-    ("float32", 182): "64b64 64b64 64b64 64b64",
-    ("float32", 255): "64b64 64b64 64b64 64b64",
-    ("float32", 256): "64b64 64b64 64b64 64b64",
-    ("float32", 257): "256b32 256b32 256b32 64b64",
-    ("float32", 300): "256b32 256b32 256b32 64b64",
-    ("float32", 362): "256b32 256b32 256b32 64b64",
-    ("float32", 363): "512r64 512r64 512r64 512r64",
-    ("float32", 511): "512r64 512r64 512r64 512r64",
-    ("float32", 512): "512r64 512r64 512r64 512r64",
-    ("float32", 513): "512r64 512r64 512r64 512r64",
-    ("float32", 1000): "512r64 512r64 512r64 512r64",
-    ("float32", 1024): "512r64 512r64 512r64 512r64",
-    ("float32", 2048): "512r64 512r64 512r64 512r64",
-    ("float32", 4096): "512r64 512r64 512r64 512r64",
-    ("float32", 8192): "512b64 512b64 512b64 512b64",
-    ("float32", 11585): "512b64 512b64 512b64 512b64",
-    ("float32", 11586): "512b64 512b64 512b64 256b32",
-    ("float32", 16384): "512b64 512b64 512b64 256b32",
-    ("float64", 65): "64b64 64b64 64b64 64b64",
-    ("float64", 100): "64b64 64b64 64b64 64b64",
-    ("float64", 128): "64b64 64b64 64b64 64b64",
-    ("float64", 181): "64b64 64b64 64b64 64b64",
-    ("float64", 182): "64b64 64b64 64b64 64b64",
-    ("float64", 255): "64b64 64b64 64b64 64b64",
-    ("float64", 256): "64b64 64b64 64b64 64b64",
-    ("float64", 257): "256b32 256b32 256b32 64b64",
-    ("float64", 300): "256b32 256b32 256b32 64b64",
-    ("float64", 362): "256b32 256b32 256b32 64b64",
-    ("float64", 363): "512r64 512r64 512r64 512r64",
-    ("float64", 511): "512r64 512r64 512r64 512r64",
-    ("float64", 512): "512r64 512r64 512r64 512r64",
-    ("float64", 513): "512r64 512r64 512r64 512r64",
-    ("float64", 1000): "512r64 512r64 512r64 512r64",
-    ("float64", 1024): "512r64 512r64 512r64 512r64",
-    ("float64", 2048): "512b64 512b64 512b64 512b64",
-    ("float64", 4096): "512b64 512b64 512b64 512b64",
-    ("float64", 8192): "512r64 512r64 512r64 128r128",
-    ("float64", 11585): "512r64 512r64 512r64 128r128",
-    ("float64", 11586): "512r64 512r64 512r64 128r128",
-    ("float64", 16384): "512r64 512r64 512r64 128r128",
-    ("complex64", 65): "64r64 64r64 64r64 64r64",
-    ("complex64", 100): "64r64 64r64 64r64 64r64",
-    ("complex64", 128): "64r64 64r64 64r64 64r64",
-    ("complex64", 181): "64r64 64r64 64r64 64r64",
-    ("complex64", 182): "64b64 64b64 64b64 64b64",
-    ("complex64", 255): "64b64 64b64 64b64 64b64",
-    ("complex64", 256): "64b64 64b64 64b64 64b64",
-    ("complex64", 257): "256b32 256b32 256b32 64b64",
-    ("complex64", 300): "256b32 256b32 256b32 64b64",
-    ("complex64", 362): "256b32 256b32 256b32 64b64",
-    ("complex64", 363): "256r32 256r32 256r32 256r32",
-    ("complex64", 511): "256r32 256r32 256r32 256r32",
-    ("complex64", 512): "256r32 256r32 256r32 256r32",
-    ("complex64", 513): "512r64 512r64 512r64 256r32",
-    ("complex64", 1000): "512r64 512r64 512r64 256r32",
-    ("complex64", 1024): "512r64 512r64 512r64 256r32",
-    ("complex64", 2048): "512b64 512b64 512b64 256b32",
-    ("complex64", 4096): "512b64 512b64 512b64 128b128",
-    ("complex64", 8192): "512r64 512r64 512r64 128r128",
-    ("complex64", 11585): "512r64 512r64 512r64 128r128",
-    ("complex64", 11586): "512b64 512b64 512b64 256b32",
-    ("complex64", 16384): "512b64 512b64 512b64 256b32",
-    ("complex128", 65): "64b64 64b64 64b64 64b64",
-    ("complex128", 100): "64b64 64b64 64b64 64b64",
-    ("complex128", 128): "64b64 64b64 64b64 64b64",
-    ("complex128", 181): "64b64 64b64 64b64 64b64",
-    ("complex128", 182): "64r64 64r64 64r64 64r64",
-    ("complex128", 255): "64r64 64r64 64r64 64r64",
-    ("complex128", 256): "64r64 64r64 64r64 64r64",
-    ("complex128", 257): "256r32 256r32 256r32 64r64",
-    ("complex128", 300): "256r32 256r32 256r32 64r64",
-    ("complex128", 362): "256r32 256r32 256r32 64r64",
-    ("complex128", 363): "512b64 512b64 512b64 512b64",
-    ("complex128", 511): "512b64 512b64 512b64 512b64",
-    ("complex128", 512): "512b64 512b64 512b64 512b64",
-    ("complex128", 513): "512b64 512b64 512b64 512b64",
-    ("complex128", 1000): "512b64 512b64 512b64 256b32",
-    ("complex128", 1024): "512b64 512b64 512b64 256b32",
-    ("complex128", 2048): "512b64 512b64 512b64 256b32",
-    ("complex128", 4096): "512b64 512b64 512b64 256b32",
-    ("complex128", 8192): "512b64 512b64 512b64 128b128",
-    ("complex128", 11585): "512b64 512b64 512b64 128b128",
-    ("complex128", 11586): "512b64 512b64 512b64 256b32",
-    ("complex128", 16384): "512b64 512b64 512b64 256b32",
-}
+ORDERS = (65, 100, 128, 181, 182, 255, 256, 257, 300, 362, 363, 511, 512, 513, 1000, 1024, 2048, 4096, 8192, 11585,
+          11586, 16384)  # the table's sizes, the midpoints between them on a log scale (181 / 182, ...), both sides
+
+
+def read_table(path):
+    with open(path) as f:
+        return list(csv.DictReader(line for line in f if line.strip() and not line.startswith("#")))
+
+
+def table_row(rows, dtype, k):
+    """The table's row a solve of order k takes: the nearest size on a log scale (None on a tie)."""
+    cells = [r for r in rows if r["dtype"] == dtype]
+    gaps = sorted((abs(math.log(int(r["size"]) / k)), i) for i, r in enumerate(cells))
+    return None if len(gaps) > 1 and gaps[1][0] - gaps[0][0] < 1e-9 else cells[gaps[0][1]]
 
 
 def _plan(dtype, k, rhs, **kw):
     return _ops.block_plan(DTYPES[dtype], k, k if rhs == "k" else rhs, **H200, **kw)
 
 
-@pytest.mark.parametrize("dtype,k", list(PINNED), ids=[f"{d}-{k}" for d, k in PINNED])
-def test_shipped_h200_plans_are_pinned(dtype, k, hsma_overrides):
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_shipped_h200_plans_follow_the_table(dtype, hsma_overrides):
+    """The blocked path's plan with the shipped H200 table, derived from the table (never copied into the test): the
+    variant of the nearest size's row for every number of right-hand-side columns; for k columns above order 256 its
+    NB as well; below, NB <= 64; narrow right-hand sides (<= 64 columns) a power of two of at most 512; IB = NB / 8
+    from NB = 256 (else NB); a batch of triangles inverts in one level (IB = NB)."""
     hsma_overrides(sweep=0)  # the blocked path's plan, where it runs
-    for rhs, want in zip(RHS, PINNED[dtype, k].split()):
-        nb, variant, ib = re.fullmatch(r"(\d+)([rb])(\d+)", want).groups()
-        plan = _plan(dtype, k, rhs)
-        assert (plan.nb, plan.variant[0], plan.ib) == (int(nb), variant, int(ib)), f"{rhs} columns: {plan}"
-        # A batched triangle: one-level inversion (IB = NB), the rest the same.
-        batched = _plan(dtype, k, rhs, a_shared=False)
-        assert (batched.nb, batched.variant, batched.ib) == (plan.nb, plan.variant, plan.nb)
+    rows = read_table(H200["table"])
+    for k in ORDERS:
+        row = table_row(rows, dtype, k)
+        if row is None:
+            continue
+        for rhs in RHS:
+            plan = _plan(dtype, k, rhs)
+            where = f"order {k}, {rhs} columns, table row {row}: {plan}"
+            assert plan.variant == row["variant"], where
+            if rhs == "k" and k > 256:
+                assert plan.nb == int(row["nb"]), where
+            if k <= 256:
+                assert plan.nb <= 64, where
+            elif rhs != "k":
+                assert plan.nb & (plan.nb - 1) == 0 and plan.nb <= 512, where
+            assert plan.ib == (plan.nb // 8 if plan.nb >= 256 else plan.nb), where
+            batched = _plan(dtype, k, rhs, a_shared=False)
+            assert (batched.nb, batched.variant, batched.ib) == (plan.nb, plan.variant, plan.nb), where
 
 
 # Which path each (order k, right-hand-side columns per matrix) takes by the rules, where no path table is usable
