@@ -19,7 +19,7 @@ from conftest import (
     set_small_kernel,
     sync,
 )
-from test_trsm import PAIRWISE_VARIANTS, BOOL
+from tests.test_trsm import BOOL, PAIRWISE_VARIANTS  # (the repository root is on pytest's pythonpath)
 
 # The ablation kernel (small_kernel=pipeline) is in a build with HSMA_TRSM_ABLATION=1 only.
 PIPELINE = pytest.param("pipeline", marks=pytest.mark.skipif(
