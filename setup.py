@@ -7,6 +7,8 @@ CPU-only torch: CppExtension with the op schemas and the CPU (ATen/LAPACK) kerne
 TORCH_CUDA_ARCH_LIST picks the GPU architectures: unset, torch takes the GPUs visible at build time, and with
 none visible this file sets DEFAULT_CUDA_ARCHS. MAX_JOBS sets the parallel compile jobs.
 HSMA_TRSM_FORCE_CPU=1 builds the CPU-only extension even with a GPU toolchain.
+HSMA_TRSM_ABLATION=1 also builds the ablation kernel (csrc/kernels/ablation: the HSMA-TRSM paper's complex128
+pipeline, override small_kernel=pipeline) and defines HSMA_TRSM_ABLATION; the default build does not know it.
 """
 import glob
 import os
@@ -66,19 +68,21 @@ def cuda_arch_default():
 
 
 def extension():
-    # csrc/*.cpp: overrides, block plan; csrc/ops: schemas, checks, CPU kernel, autograd, Python entry.
+    # csrc/*.cpp: overrides, planner, hand-off; csrc/ops: schemas, checks, CPU kernel, autograd, Python entry.
     host = sorted(glob.glob("csrc/*.cpp", root_dir=HERE) + glob.glob("csrc/ops/*.cpp", root_dir=HERE))
-    cxx = ["-O3"]
+    ablation = os.environ.get("HSMA_TRSM_ABLATION") == "1"
+    cxx = ["-O3"] + (["-DHSMA_TRSM_ABLATION"] if ablation else [])
     if os.environ.get("HSMA_TRSM_FORCE_CPU") != "1" and gpu_toolchain():
         cuda_arch_default()
         # csrc/cuda: the torch-facing CUDA backend; csrc/kernels: the kernels (no torch headers).
-        cuda = sorted(glob.glob("csrc/cuda/*.cpp", root_dir=HERE) + glob.glob("csrc/kernels/*.cu", root_dir=HERE)
-                      + glob.glob("csrc/kernels/ablation/*.cu", root_dir=HERE))
+        cuda = sorted(glob.glob("csrc/cuda/*.cpp", root_dir=HERE) + glob.glob("csrc/kernels/*.cu", root_dir=HERE))
+        if ablation:
+            cuda += sorted(glob.glob("csrc/kernels/ablation/*.cu", root_dir=HERE))
         return cpp_extension.CUDAExtension(
             "hsma_trsm._C",
             host + cuda,
             include_dirs=[os.path.join(HERE, "csrc")],
-            extra_compile_args={"cxx": cxx, "nvcc": ["-O3"]},
+            extra_compile_args={"cxx": cxx, "nvcc": ["-O3"] + (["-DHSMA_TRSM_ABLATION"] if ablation else [])},
         )
     print("hsma_trsm: building the CPU-only extension (LAPACK through ATen; a few minutes)")
     return cpp_extension.CppExtension(

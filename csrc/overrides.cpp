@@ -5,12 +5,14 @@
 #include <torch/library.h>
 
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "blocking.h"
+#include "kernels/limits.h"
+#include "paths.h"
 
 namespace hsma {
 
@@ -52,70 +54,63 @@ bool one_of_names(const std::string& v, std::initializer_list<const char*> names
 }
 
 // One key of the spec: its name, the values it takes (for errors) and the one that means "not
-// forced" (left out of the canonical spec), and where a value goes.
+// forced" (left out of the canonical spec; "" for none), and where a value goes.
 struct Key {
-  const char* name;
-  const char* accepts;
-  const char* unforced;
-  bool (*set)(Overrides& o, const std::string& value);  // false: value not accepted
+  std::string name, accepts, unforced;
+  std::function<bool(Overrides& o, const std::string& value)> set;  // false: value not accepted
 };
 
-const Key kKeys[] = {
-    {"small_kernel", "auto, columns, segments, pipeline, warps, tiles or mma", "auto",
-     [](Overrides& o, const std::string& v) {
-       int i = 0;
-       if (!one_of_names(v, {"auto", "columns", "segments", "pipeline", "warps", "tiles", "mma"}, &i)) return false;
-       o.small_kernel = static_cast<SmallKernelName>(i);
-       return true;
-     }},
-    {"segment_lanes", "8 or 32", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {8, 32}, &o.segment_lanes); }},
-    {"segment_rows", "1 or 2", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {1, 2}, &o.segment_rows); }},
-    {"segment_steps", "1, 2, 4 or 32", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {1, 2, 4, 32}, &o.segment_steps); }},
-    {"column_rows", "16, 32 or 64", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {16, 32, 64}, &o.column_rows); }},
-    {"mma_warps", "4 or 8", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {4, 8}, &o.mma_warps); }},
-    {"mma_fold", "0 or 1", nullptr, [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.mma_fold); }},
-    {"async_copy", "0 or 1", "1",
-     [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.async_copy); }},
-    {"pdl", "0, 1 or 2", nullptr, [](Overrides& o, const std::string& v) { return one_of(v, {0, 1, 2}, &o.pdl); }},
-    {"max_blocks", "a positive integer below 2^31", nullptr,
-     [](Overrides& o, const std::string& v) { return parse_int(v, 1, 0x7fffffff, &o.max_blocks); }},
-    {"nb", "an integer in 1..1024", nullptr,
-     [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNBHost, &o.nb); }},
-    {"table_nb", "an integer in 1..1024", nullptr,
-     [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNBHost, &o.table_nb); }},
-    {"variant", "recursive or blocked", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of_names(v, {"recursive", "blocked"}, &o.variant); }},
-    {"ib", "a power of two in 1..1024", nullptr,
-     [](Overrides& o, const std::string& v) {
-       return parse_int(v, 1, kDiagInverseMaxNBHost, &o.ib) && (o.ib & (o.ib - 1)) == 0;
-     }},
-    {"aten_gemm", "0 or 1", "0", [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.aten_gemm); }},
-    {"path", "blocked, sweep or aten", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of_names(v, {"blocked", "sweep", "aten"}, &o.path); }},
-    {"sweep", "0 or 1", nullptr, [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.sweep); }},
-    {"sweep_rows", "64 or 128", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {64, 128}, &o.sweep_rows); }},
-    {"sweep_cols", "1, 2, 4, 8 or 16", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of(v, {1, 2, 4, 8, 16}, &o.sweep_cols); }},
-    {"sweep_segment", "an integer in 1..4096", nullptr,
-     [](Overrides& o, const std::string& v) {
-       int64_t x = 0;
-       if (!parse_int(v, 1, 4096, &x)) return false;
-       o.sweep_segment = static_cast<int>(x);
-       return true;
-     }},
-    {"inverse", "solve or kernel", nullptr,
-     [](Overrides& o, const std::string& v) { return one_of_names(v, {"solve", "kernel"}, &o.inverse); }},
-};
-constexpr size_t kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
+// The keys in the canonical spec's order: the small-path knobs (kernels/small/knobs.h), then the rest.
+const std::vector<Key>& keys() {
+  static const std::vector<Key>* all = [] {
+    auto* k = new std::vector<Key>();
+#define HSMA_X(field, key, type, dflt, rule)                                                      \
+  k->push_back(Key{key, knob_accepts(rule), knob_text(rule, static_cast<int64_t>(type(dflt))),       \
+                   [](Overrides& o, const std::string& v) {                                        \
+                     bool known = false;                                                           \
+                     return set_small_knob(o.small, key, v, &known);                               \
+                   }});
+    HSMA_SMALL_KNOBS(HSMA_X)
+#undef HSMA_X
+    const std::vector<Key> rest = {
+        {"nb", "an integer in 1..1024", "",
+         [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNB, &o.nb); }},
+        {"table_nb", "an integer in 1..1024", "",
+         [](Overrides& o, const std::string& v) { return parse_int(v, 1, kDiagInverseMaxNB, &o.table_nb); }},
+        {"variant", "recursive or blocked", "",
+         [](Overrides& o, const std::string& v) { return one_of_names(v, {"recursive", "blocked"}, &o.variant); }},
+        {"ib", "a power of two in 1..1024", "",
+         [](Overrides& o, const std::string& v) {
+           return parse_int(v, 1, kDiagInverseMaxNB, &o.ib) && (o.ib & (o.ib - 1)) == 0;
+         }},
+        {"aten_gemm", "0 or 1", "0",
+         [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.aten_gemm); }},
+        {"path", "blocked, sweep or aten", "",
+         [](Overrides& o, const std::string& v) { return one_of_names(v, {"blocked", "sweep", "aten"}, &o.path); }},
+        {"sweep", "0 or 1", "", [](Overrides& o, const std::string& v) { return one_of(v, {0, 1}, &o.sweep); }},
+        {"sweep_rows", "64 or 128", "",
+         [](Overrides& o, const std::string& v) { return one_of(v, {64, 128}, &o.sweep_rows); }},
+        {"sweep_cols", "1, 2, 4, 8 or 16", "",
+         [](Overrides& o, const std::string& v) { return one_of(v, {1, 2, 4, 8, 16}, &o.sweep_cols); }},
+        {"sweep_segment", "an integer in 1..4096", "",
+         [](Overrides& o, const std::string& v) {
+           int64_t x = 0;
+           if (!parse_int(v, 1, 4096, &x)) return false;
+           o.sweep_segment = static_cast<int>(x);
+           return true;
+         }},
+        {"inverse", "solve or kernel", "",
+         [](Overrides& o, const std::string& v) { return one_of_names(v, {"solve", "kernel"}, &o.inverse); }},
+    };
+    k->insert(k->end(), rest.begin(), rest.end());
+    return k;
+  }();
+  return *all;
+}
 static_assert(static_cast<int>(LargePath::kBlocked) == 0 && static_cast<int>(LargePath::kSweep) == 1 &&
                   static_cast<int>(LargePath::kAten) == 2,
               "the override path's names are LargePath's, in its order");
+static_assert(kDiagInverseMaxNB == 1024, "the accepted text of nb, table_nb and ib names 1024");
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
@@ -124,12 +119,14 @@ std::string trim(const std::string& s) {
 
 std::string key_names() {
   std::string r;
-  for (const Key& k : kKeys) r += (r.empty() ? "" : ", ") + std::string(k.name);
+  for (const Key& k : keys()) r += (r.empty() ? "" : ", ") + k.name;
   return r;
 }
 
 // Parses spec into *o and its canonical form into *canonical; returns the error ("" when none).
 std::string parse_spec(const std::string& spec, Overrides* o, std::string* canonical) {
+  const std::vector<Key>& kKeys = keys();
+  const size_t kNumKeys = kKeys.size();
   std::vector<std::string> values(kNumKeys);
   size_t start = 0;
   while (start <= spec.size()) {
@@ -151,14 +148,10 @@ std::string parse_spec(const std::string& spec, Overrides* o, std::string* canon
   if (o->nb > 0 && o->table_nb > 0) return "nb and table_nb exclude each other";
   canonical->clear();
   for (size_t i = 0; i < kNumKeys; ++i) {
-    if (values[i].empty() || (kKeys[i].unforced && values[i] == kKeys[i].unforced)) continue;
+    if (values[i].empty() || values[i] == kKeys[i].unforced) continue;
     *canonical += (canonical->empty() ? "" : ",") + std::string(kKeys[i].name) + "=" + values[i];
   }
-  const Overrides d;
-  o->small_forced = o->small_kernel != d.small_kernel || o->segment_lanes != d.segment_lanes ||
-                    o->segment_rows != d.segment_rows || o->segment_steps != d.segment_steps ||
-                    o->column_rows != d.column_rows || o->mma_warps != d.mma_warps || o->mma_fold != d.mma_fold ||
-                    o->async_copy != d.async_copy || o->pdl != d.pdl || o->max_blocks != d.max_blocks;
+  o->small_forced = small_knobs_forced(o->small);
   return "";
 }
 
@@ -212,6 +205,15 @@ std::string get_overrides_op() {
 
 void set_overrides_op(c10::string_view spec) { set_overrides(std::string(spec)); }
 
+// Whether this build has the ablation kernel (HSMA_TRSM_ABLATION=1 at build time: small_kernel=pipeline).
+bool ablation_built_op() {
+#ifdef HSMA_TRSM_ABLATION
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 void set_overrides(const std::string& spec) {
@@ -240,4 +242,5 @@ std::string paths_path_from_env() {
 TORCH_LIBRARY_FRAGMENT(hsma, m) {
   m.def("_set_overrides(str spec) -> ()", &hsma::set_overrides_op);
   m.def("_get_overrides() -> str", &hsma::get_overrides_op);
+  m.def("_ablation_built() -> bool", &hsma::ablation_built_op);
 }

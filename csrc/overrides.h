@@ -1,12 +1,15 @@
 // Development overrides: forced kernel and block-size choices for tests, ablations, the tuner and
 // probes (users need none; the defaults are the library's own choices).
 //
-// One immutable Overrides object is current. A solve reads it with one atomic load (overrides()),
-// with no lock and no parsing. It is replaced as a whole by torch.ops.hsma._set_overrides(spec)
+// One immutable Overrides object is current. A call reads it once, at its entry, with one atomic
+// load (overrides()), no lock and no parsing; the planner takes it as a value and puts what the
+// executors honour into the plan (csrc/planner.h), so nothing past the entry reads it again. It is
+// replaced as a whole by torch.ops.hsma._set_overrides(spec)
 // (Python: hsma_trsm._ops.overrides(**keys), a context manager that restores the previous one), or
 // once at load from HSMA_TRSM_OVERRIDES=spec (for probes run from a shell).
 //
-// spec: "key=value,key=value,...", the keys of kKeys in overrides.cpp (listed in docs/kernels.md).
+// spec: "key=value,key=value,...": the small-path knobs (kernels/small/knobs.h, HSMA_SMALL_KNOBS) and
+// the keys of kKeys in overrides.cpp (all listed in docs/kernels.md).
 // An unknown key or a value out of its set raises ValueError naming the key.
 //
 // overrides.cpp is the only file that reads the environment: HSMA_TRSM_OVERRIDES, and
@@ -17,25 +20,15 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/small/knobs.h"
+
 namespace hsma {
 
-// The small-path kernels by name, in the order of SmallKernel (kernels/trsm_problem.h; the CUDA
-// code asserts that the two agree).
-enum class SmallKernelName : int { kAuto, kColumns, kSegments, kPipeline, kWarpTasks, kTiles, kMma };
-
 struct Overrides {
-  // Small path: the SolveProblem fields of the same names. 0 (-1 where noted): the launcher's choice.
-  SmallKernelName small_kernel = SmallKernelName::kAuto;
-  int segment_lanes = 0;   // 8 or 32 lanes per column of the segment kernel
-  int segment_rows = 0;    // rows per lane of warp-wide segments: 1 strided, 2 blocked
-  int segment_steps = 0;   // steps per loop iteration of the blocked substitution (1, 2, 4; 32: unrolled)
-  int column_rows = 0;     // most rows of a column a column-kernel thread holds (16, 32, 64)
-  int mma_warps = 0;       // warps per block of the tensor-core kernel (4, 8)
-  int mma_fold = -1;       // tensor-core kernel with A batched: fold inverses (1) or substitute (0)
-  bool async_copy = true;  // false: stage triangles through registers instead of cp.async
-  int pdl = -1;            // SolveProblem::dependent_launch: 0 plain, 1 release at start, 2 at end
-  int64_t max_blocks = 0;  // cap on every small-path grid
-  // Blocked path (csrc/blocking.cpp). 0 or -1: the block plan's choice.
+  // Small path (kernels/small/knobs.h): SolveProblem's knobs; max_blocks also caps the sweep's and the inverse
+  // kernel's grids. Their defaults: the launchers' choices.
+  SmallKnobs small;
+  // Blocked path (csrc/planner.cpp). 0 or -1: the block plan's choice.
   int64_t nb = 0;          // NB exactly: none of the rules after the table applies
   int64_t table_nb = 0;    // NB in place of the table's row; the rules after it apply (the tuner)
   int variant = -1;        // BlockedVariant: 0 recursive, 1 blocked
@@ -52,7 +45,7 @@ struct Overrides {
   // 1 the small inverse kernel (where it applies: real, k <= 64).
   int inverse = -1;
   // Derived when set.
-  bool small_forced = false;  // a small-path field above differs from its default
+  bool small_forced = false;  // a small-path knob differs from its default
   const char* spec = "";      // canonical spec: the keys set, in kKeys' order
 };
 

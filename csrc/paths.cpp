@@ -26,9 +26,10 @@ std::atomic<GpuIdentitySource> g_identity_source{nullptr};
 
 void set_gpu_identity_source(GpuIdentitySource source) { g_identity_source.store(source); }
 
-const GpuIdentity* gpu_identity(int device) {
+std::optional<GpuIdentity> gpu_identity(int device) {
   const GpuIdentitySource source = g_identity_source.load();
-  return source != nullptr ? &source(device) : nullptr;
+  if (source == nullptr) return std::nullopt;
+  return source(device);
 }
 
 const char* path_name(LargePath p) {

@@ -10,12 +10,13 @@
 //   float32,1024,1,1,sweep,...
 // Resolution: HSMA_TRSM_PATHS=path (read once, when the library loads) if set, else
 // <package>/tuning/<gpu-slug>-sm<cc>-paths.csv. Without a usable table for the GPU the plan falls back to its rules
-// (csrc/blocking.cpp), says so in its reason, and warns once. This file also holds what both tuning tables share:
+// (csrc/planner.cpp), says so in its reason, and warns once. This file also holds what both tuning tables share:
 // where they are, and how their text is read.
 #pragma once
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,16 +26,18 @@ namespace hsma {
 enum class LargePath { kBlocked, kSweep, kAten };
 const char* path_name(LargePath p);
 
+// What the plan knows of a GPU: its tables' key, and the limit its rules check.
 struct GpuIdentity {
-  std::string name;        // as the driver reports it: "NVIDIA H200"
-  std::string capability;  // "9.0"
+  std::string name;          // as the driver reports it: "NVIDIA H200"
+  std::string capability;    // "9.0"
+  int64_t shared_optin = 0;  // the most dynamic shared memory a block can opt in to, bytes (0: unknown, no limit)
 };
 
-// The identity of CUDA device `device`, from the CUDA backend (csrc/cuda/blocked.cpp registers it when the library
-// loads); nullptr in a build without CUDA.
-using GpuIdentitySource = const GpuIdentity& (*)(int device);
+// The identity of CUDA device `device`, from the CUDA backend (csrc/cuda/trsm_cuda.cpp registers it when the
+// library loads, from the per-device cache of kernels/portable.cuh); nullopt in a build without CUDA.
+using GpuIdentitySource = GpuIdentity (*)(int device);
 void set_gpu_identity_source(GpuIdentitySource source);
-const GpuIdentity* gpu_identity(int device);
+std::optional<GpuIdentity> gpu_identity(int device);
 
 // The coordinates a path depends on: A's order k, right-hand-side columns per batch entry (n for a left
 // solve, m for a right one), batch entries (a triangle broadcast over the batch counts as a batch: torch
@@ -60,7 +63,7 @@ std::string trim_space(const std::string& s);
 const char* table_dtype_name(c10::ScalarType t);
 bool measured_on(const std::string& gpu, const std::string& capability, const GpuIdentity& id);
 
-// The text of a tuning table (this one and the block-size table, blocking.cpp): the values of its '# gpu:' and
+// The text of a tuning table (this one and the block-size table, planner.cpp): the values of its '# gpu:' and
 // '# capability:' lines, and its other non-empty lines trimmed, with their line numbers (the header first); error
 // when it cannot be opened, or names no GPU.
 struct TableMeta {

@@ -92,7 +92,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // X of op(A) X = alpha B (or X op(A) = alpha B), written into X (the broadcast result's shape), by ATen's
 // linalg_solve_triangular (LAPACK trsm on the CPU, cuBLAS trsm on CUDA) through its out= overload, which the
 // switch never routes; bfloat16 and float16 solved in float32 and rounded to their dtype. The CPU kernel, and
-// the CUDA plan's path kAten (csrc/blocking.h).
+// the CUDA plan's path kAten (csrc/planner.h). Defined in csrc/exec_aten.cpp.
 void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X);
 
 // Whether hsma's plan hands the solve op(A) X = B (CUDA, order above 64, operands trsm takes) to torch's own

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compile-only checks of the GPU sources on a machine without a GPU (CI runs this):
-#   - every kernel source (csrc/kernels/*.cu and ablation/*.cu) with nvcc for sm_90, and every kernel of its PTX
+#   - every kernel source (csrc/kernels/*.cu, and ablation/*.cu with -DHSMA_TRSM_ABLATION as an
+#     HSMA_TRSM_ABLATION=1 build makes it) with nvcc for sm_90, and every kernel of its PTX
 #     checked for a global store and against the PTX built with --expt-relaxed-constexpr
 #     (scripts/ptx_entries_check.py);
 #   - every kernel source with hipcc for AMD gfx906 (wave64, the paper's DCU/MI50 class) and
@@ -21,10 +22,11 @@ if command -v nvcc >/dev/null; then
   mkdir -p "$tmp/ptx" "$tmp/ptx-relaxed"
   for f in csrc/kernels/*.cu csrc/kernels/ablation/*.cu; do
     echo "nvcc sm_90: $f"
-    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" \
+    def=(); case "$f" in */ablation/*) def=(-DHSMA_TRSM_ABLATION) ;; esac
+    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 -Xptxas -warn-spills -keep -keep-dir "$tmp/ptx" "${def[@]}" \
       -c "$f" -o "$tmp/$(basename "$f").o"
     # (the same NVVM options as above: --split-compile=0 alone changes the PTX)
-    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 --expt-relaxed-constexpr -ptx "$f" \
+    nvcc -std=c++17 -O3 -arch=sm_90 --split-compile=0 --expt-relaxed-constexpr "${def[@]}" -ptx "$f" \
       -o "$tmp/ptx-relaxed/$(basename "${f%.cu}").ptx"
   done
   "$PY" scripts/ptx_entries_check.py --relaxed "$tmp/ptx-relaxed" "$tmp"/ptx/*.ptx
@@ -48,9 +50,10 @@ if [ "${HSMA_SKIP_HIP:-0}" != 1 ]; then
     # The kernels include no torch and no hipify step is needed: portable.cuh maps the vendor APIs.
     # Debian's hipcc (ROCm 5.2) defaults to the NVIDIA platform when nvcc is present.
     for f in csrc/kernels/*.cu csrc/kernels/ablation/*.cu; do
+      def=(); case "$f" in */ablation/*) def=(-DHSMA_TRSM_ABLATION) ;; esac
       for arch in gfx906 gfx90a; do
         echo "hipcc $arch: $f"
-        HIP_PLATFORM=amd hipcc -x hip --offload-arch=$arch -std=c++17 -O3 -Werror=unused-result -c "$f" \
+        HIP_PLATFORM=amd hipcc -x hip --offload-arch=$arch -std=c++17 -O3 -Werror=unused-result "${def[@]}" -c "$f" \
           -o "$tmp/$(basename "$f").$arch.o"
       done
     done

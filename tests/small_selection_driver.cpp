@@ -1,11 +1,11 @@
 // Host driver for tests/test_small_selection.py: reads one small-path problem per line from stdin,
-//   dtype m n batch a_shared l_row_major kernel segment_lanes segment_rows segment_steps column_rows
-//   mma_warps mma_fold multiprocessors cc_major hip sm90_code
-// (dtype 0-3: float32, float64, complex64, complex128; kernel: SmallKernel's value), and prints the
-// plan choose_small_kernel returns for it, one line each. Built with g++ -std=c++17 against
-// csrc/kernels/small/select.h alone.
+//   dtype m n batch a_shared l_row_major multiprocessors cc_major hip sm90_code [knob=value ...]
+// (dtype 0-3: float32, float64, complex64, complex128; the knobs by their override keys, knobs.h), and prints
+// the plan choose_small_kernel returns for it, or "error: <item>" for a knob it does not accept, one line each.
+// Built with g++ -std=c++17 against csrc/kernels/small/select.h alone.
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "select.h"
@@ -16,8 +16,10 @@ std::string describe(const hsma::SmallPlan& plan) {
   using hsma::SmallFamily;
   char buf[128];
   switch (plan.family) {
+#ifdef HSMA_TRSM_ABLATION
     case SmallFamily::kPipeline:
       return "pipeline";
+#endif
     case SmallFamily::kMma:
       std::snprintf(buf, sizeof buf, "mma M=%d warps=%d %s", plan.rows, plan.warps, plan.fold ? "fold" : "substitute");
       return buf;
@@ -46,10 +48,11 @@ std::string describe(const hsma::SmallPlan& plan) {
 }  // namespace
 
 int main() {
-  long long dtype, m, n, batch, a_shared, l_row_major, kernel, lanes, rows, steps, column_rows, mma_warps, mma_fold,
-      sms, cc, hip, sm90;
-  while (std::cin >> dtype >> m >> n >> batch >> a_shared >> l_row_major >> kernel >> lanes >> rows >> steps >>
-         column_rows >> mma_warps >> mma_fold >> sms >> cc >> hip >> sm90) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    long long dtype, m, n, batch, a_shared, l_row_major, sms, cc, hip, sm90;
+    if (!(in >> dtype >> m >> n >> batch >> a_shared >> l_row_major >> sms >> cc >> hip >> sm90)) break;
     hsma::SmallShape s;
     s.dtype = static_cast<hsma::SmallDtype>(dtype);
     s.m = m;
@@ -57,19 +60,22 @@ int main() {
     s.batch = batch;
     s.a_shared = a_shared != 0;
     s.l_row_major = l_row_major != 0;
-    s.kernel = static_cast<hsma::SmallKernel>(kernel);
-    s.segment_lanes = static_cast<int>(lanes);
-    s.segment_rows = static_cast<int>(rows);
-    s.segment_steps = static_cast<int>(steps);
-    s.column_rows = static_cast<int>(column_rows);
-    s.mma_warps = static_cast<int>(mma_warps);
-    s.mma_fold = static_cast<int>(mma_fold);
+    // The knobs, as key=value of the override spec (knobs.h parses them, as csrc/overrides.cpp does).
+    hsma::SmallKnobs knobs;
+    std::string item, error;
+    while (in >> item) {
+      const size_t eq = item.find('=');
+      bool known = false;
+      if (eq == std::string::npos || !hsma::set_small_knob(knobs, item.substr(0, eq), item.substr(eq + 1), &known))
+        error = "error: " + item;
+    }
+    hsma::copy_small_knobs(s, knobs);
     hsma::SmallDevice d;
     d.multiprocessors = static_cast<int>(sms);
     d.cc_major = static_cast<int>(cc);
     d.hip = hip != 0;
     d.sm90_code = sm90 != 0;
-    std::cout << describe(hsma::choose_small_kernel(s, d)) << "\n";
+    std::cout << (error.empty() ? describe(hsma::choose_small_kernel(s, d)) : error) << "\n";
   }
   return 0;
 }

@@ -68,3 +68,13 @@ def test_environment_variable_is_read_at_load():
     r = _import_with("variant=blocky")
     assert r.returncode != 0
     assert "HSMA_TRSM_OVERRIDES: variant=blocky: expected recursive or blocked" in r.stderr
+
+
+def test_ablation_kernel_only_in_its_build(hsma_overrides):
+    """small_kernel=pipeline names the ablation kernel, which only an HSMA_TRSM_ABLATION=1 build has."""
+    if torch.ops.hsma._ablation_built():
+        torch.ops.hsma._set_overrides("small_kernel=pipeline")
+        assert torch.ops.hsma._get_overrides() == "small_kernel=pipeline"
+    else:
+        with pytest.raises(ValueError, match="small_kernel=pipeline: expected auto, columns, segments, warps, tiles or mma"):
+            torch.ops.hsma._set_overrides("small_kernel=pipeline")

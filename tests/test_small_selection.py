@@ -16,7 +16,9 @@ SELECT_DIR = os.path.join(ROOT, "csrc", "kernels", "small")
 DRIVER = os.path.join(ROOT, "tests", "small_selection_driver.cpp")
 
 DTYPES = {"f32": 0, "f64": 1, "c64": 2, "c128": 3}
-KERNELS = {"auto": 0, "columns": 1, "segments": 2, "pipeline": 3, "warp_tasks": 4, "tiles": 5, "mma": 6}
+# The short names of the table below for the knobs' override keys (csrc/kernels/small/knobs.h); other keyword
+# arguments of case() are passed as knob=value under their own keys.
+KEYS = {"kernel": "small_kernel", "lanes": "segment_lanes", "rows": "segment_rows", "steps": "segment_steps"}
 
 # Devices: multiprocessors, compute capability (major), an AMD build, the kernels' code compiled for
 # compute_90+ (what kernels_wait finds: on sm_90, the m16n8k4 pairs of the tensor-core kernel).
@@ -28,10 +30,10 @@ MI50 = dict(sms=60, cc=0, hip=1, sm90=0)             # AMD; batch >= 240
 WIDE = dict(sms=600, cc=9, hip=0, sm90=1)            # batch >= 2400: many columns in all, few matrices per SM
 
 
-def case(dtype, m, n, batch=1, a="shared", layout="row", dev=H200, kernel="auto", lanes=0, rows=0, steps=0,
-         column_rows=0, mma_warps=0, mma_fold=-1):
-    fields = [DTYPES[dtype], m, n, batch, int(a == "shared"), int(layout == "row"), KERNELS[kernel], lanes, rows,
-              steps, column_rows, mma_warps, mma_fold, dev["sms"], dev["cc"], dev["hip"], dev["sm90"]]
+def case(dtype, m, n, batch=1, a="shared", layout="row", dev=H200, **knobs):
+    fields = [DTYPES[dtype], m, n, batch, int(a == "shared"), int(layout == "row"), dev["sms"], dev["cc"], dev["hip"],
+              dev["sm90"]]
+    fields += [f"{KEYS.get(k, k)}={'warps' if v == 'warp_tasks' else v}" for k, v in knobs.items()]
     return " ".join(str(f) for f in fields)
 
 
@@ -222,15 +224,27 @@ TABLE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def build_driver(tmp_path_factory, ablation):
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no g++ (or c++) on PATH to build the host selection driver")
     exe = str(tmp_path_factory.mktemp("small_selection") / "driver")
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-I", SELECT_DIR, DRIVER, "-o", exe],
-                   check=True)
+    define = ["-DHSMA_TRSM_ABLATION"] if ablation else []
+    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", *define, "-I", SELECT_DIR, DRIVER,
+                    "-o", exe], check=True)
     return exe
+
+
+# The selection is host logic, checked with the ablation kernel's choice compiled in (an HSMA_TRSM_ABLATION=1
+# build's) whether or not this build has the kernel.
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    return build_driver(tmp_path_factory, ablation=True)
+
+
+def run_driver(exe, problems):
+    stdin = "".join(problem + "\n" for problem in problems)
+    return subprocess.run([exe], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
 
 
 def test_table_covers_every_family():
@@ -241,9 +255,20 @@ def test_table_covers_every_family():
 
 
 def test_selection_table(driver):
-    stdin = "".join(problem + "\n" for _, problem, _ in TABLE)
-    out = subprocess.run([driver], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
+    out = run_driver(driver, [problem for _, problem, _ in TABLE])
     assert len(out) == len(TABLE)
     wrong = [f"{what}: [{problem}] -> {got!r}, expected {expected!r}"
              for (what, problem, expected), got in zip(TABLE, out) if got != expected]
     assert not wrong, "\n".join(wrong)
+
+
+def test_default_build_has_no_pipeline(tmp_path_factory):
+    """Without HSMA_TRSM_ABLATION the selection does not know the ablation kernel: its name is not a knob value."""
+    exe = build_driver(tmp_path_factory, ablation=False)
+    out = run_driver(exe, [case("c128", 64, 64, 1000, kernel="pipeline"), case("c128", 64, 64, 1000, kernel="mma")])
+    assert out == ["error: small_kernel=pipeline", "mma M=64 warps=4 fold"]
+
+
+def test_unknown_knob_value_is_an_error(driver):
+    assert run_driver(driver, [case("f32", 8, 1, lanes=16), case("f32", 8, 1, bogus=1)]) == [
+        "error: segment_lanes=16", "error: bogus=1"]

@@ -1,7 +1,6 @@
 // The canonical problem of the CUDA backend: every (side, uplo, trans, conj view, batch strides)
 // of a call becomes the kernels' lower-triangular left solve L X = alpha B (kernels/trsm_problem.h),
-// read in place through signed strides. small_solve fills the small kernels' SolveProblem from it;
-// the blocked path (blocked.h) reads the same Canonical form.
+// read in place through signed strides. The executors (exec.h) fill the kernels' problems from it.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -59,11 +58,37 @@ std::vector<int64_t> batch_strides(const at::Tensor& t, const std::vector<int64_
 // Merges the batch dims of three tensors (L, B, X strides) into at most kMaxBatchDims; false if impossible.
 bool collapse_batch(const std::vector<int64_t>& sizes, const std::vector<int64_t> (&strides)[3], BatchLayout& bl);
 
-// The solve of (A, B) for orders k <= kSmallMaxM into X (fresh, B itself in place, or a view;
-// strided): one launch of the small kernels for the whole batch (S: ATen's scalar type). The
-// small-path overrides (overrides.h) are applied here.
-template <typename S>
-void small_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
-                 const TrsmShape& s);
+// 3-D views of a solve's operands: A3 (btA, k, k) with btA = 1 when one A serves the whole batch, B3 and X3
+// (bt, m, n); X fresh and contiguous.
+struct Batched3 {
+  at::Tensor A3, B3, X3;
+};
+Batched3 batched_3d(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmShape& s);
+
+// The sweep kernel's canonical problem (L lower, left side) of the 3-D views (batched_3d), without the plan's
+// fields.
+template <typename K>
+SweepProblem<K> sweep_problem(const at::Tensor& A3, const at::Tensor& B3, at::Tensor& X3, const TrsmArgs& args) {
+  const Canonical c = canonicalise(args, A3.is_conj());
+  SweepProblem<K> p;
+  p.m = A3.size(1);
+  p.n = args.left ? B3.size(2) : B3.size(1);
+  p.batch = B3.size(0);
+  const int64_t ar = A3.stride(1), ac = A3.stride(2);
+  p.L = reinterpret_cast<const K*>(A3.const_data_ptr());
+  p.l = c.transposed ? MatrixRef{ac, ar} : MatrixRef{ar, ac};
+  p.l_batch = A3.size(0) == 1 ? 0 : A3.stride(0);
+  p.B = reinterpret_cast<const K*>(B3.const_data_ptr());
+  p.b = args.left ? MatrixRef{B3.stride(1), B3.stride(2)} : MatrixRef{B3.stride(2), B3.stride(1)};
+  p.b_batch = B3.size(0) == 1 ? 0 : B3.stride(0);
+  p.X = reinterpret_cast<K*>(X3.data_ptr());
+  p.x = args.left ? MatrixRef{X3.stride(1), X3.stride(2)} : MatrixRef{X3.stride(2), X3.stride(1)};
+  p.x_batch = X3.stride(0);
+  if (!c.lower) read_backwards(p.m, p.L, p.l, p.B, p.b, p.X, p.x);
+  p.conj = c.conj;
+  p.unit = args.unit;
+  p.alpha = to_kernel_scalar<K>(args.alpha);
+  return p;
+}
 
 }  // namespace hsma

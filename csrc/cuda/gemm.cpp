@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "overrides.h"
 #include "trsm.h"
 
 namespace hsma {
@@ -120,7 +119,7 @@ template <typename S>
 void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
                const c10::Scalar& beta, BlasHandle& h) {
 #if HSMA_DIRECT_CUBLAS
-  if (!overrides().aten_gemm && blas_gemm_into<S>(D, alpha, A, B, beta, h)) return;
+  if (!h.aten && blas_gemm_into<S>(D, alpha, A, B, beta, h)) return;
 #endif
   aten_gemm_into(D, alpha, A, B, beta);
 }

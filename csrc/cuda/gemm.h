@@ -4,7 +4,7 @@
 // stream: no dispatcher, output allocation or layout checks per call. A layout cuBLAS cannot take (a
 // conjugated column-major operand, an output with no unit stride, sizes beyond int) falls back to
 // ATen's baddbmm, as do ROCm and builds without the cuBLAS headers; the override aten_gemm=1
-// forces ATen's path (for comparisons).
+// forces ATen's path (for comparisons; the plan carries it in the handle).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -33,9 +33,11 @@ struct StridedView {
 };
 
 // cuBLAS's handle for the GEMMs of one solve, fetched from ATen on first use (its getter sets the
-// stream, workspace and math mode on every call; the solve runs on one stream).
+// stream, workspace and math mode on every call; the solve runs on one stream); `aten`: every GEMM by
+// ATen instead (the plan's aten_gemm).
 struct BlasHandle {
   void* handle = nullptr;
+  bool aten = false;
 };
 
 // D = alpha * A @ B + beta * D for 3-D views (batch, rows, cols); A may have batch 1 (broadcast).

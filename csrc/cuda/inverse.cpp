@@ -24,7 +24,7 @@ template <typename F> bool with_stored_type(at::ScalarType t, F f) {
 }
 
 template <typename S, typename O>
-void run_inverse(const at::Tensor& A_in, at::Tensor& X, bool upper, bool unit) {
+void run_inverse(const at::Tensor& A_in, at::Tensor& X, bool upper, bool unit, int64_t max_blocks) {
   at::Tensor A = A_in;
   const std::vector<int64_t> batch(A.sizes().begin(), A.sizes().end() - 2);
   InverseProblem<S, O> p;
@@ -48,7 +48,7 @@ void run_inverse(const at::Tensor& A_in, at::Tensor& X, bool upper, bool unit) {
     p.x = {-p.x.row, -p.x.col};
   }
   p.unit = unit;
-  p.max_blocks = overrides().max_blocks;
+  p.max_blocks = max_blocks;
   check_launch(launch_tri_inverse<S, O>(p, c10::cuda::getCurrentCUDAStream()), "launching the inverse kernel");
 }
 
@@ -60,9 +60,8 @@ bool kernel_takes(at::ScalarType in, at::ScalarType out) {
 
 // The kernel or the solve against an identity for a k x k triangle (the override `inverse` forces one
 // where both apply).
-bool use_inverse_kernel(int64_t k, at::ScalarType in, at::ScalarType out) {
+bool use_inverse_kernel(int64_t k, at::ScalarType in, at::ScalarType out, int forced) {
   if (k > kInverseMaxK || !kernel_takes(in, out)) return false;
-  const int forced = overrides().inverse;
   return forced < 0 || forced == 1;
 }
 
@@ -72,14 +71,18 @@ at::Tensor trtri_cuda(const at::Tensor& A_in, bool upper, bool unitriangular,
   const c10::cuda::CUDAGuard guard(A_in.device());
   const at::Tensor A = A_in.resolve_neg();
   const at::ScalarType in = A.scalar_type();
-  if (!use_inverse_kernel(A.size(-1), in, out)) return trtri_by_solve(A, upper, unitriangular, out);
+  const Overrides& ov = overrides();  // (read once: inverse, max_blocks)
+  if (!use_inverse_kernel(A.size(-1), in, out, ov.inverse)) return trtri_by_solve(A, upper, unitriangular, out);
+  const int64_t max_blocks = ov.small.max_blocks;
   at::Tensor X = at::empty(A.sizes(), A.options().dtype(out));
   if (X.numel() == 0) return X;
   if (in == at::kDouble) {
-    run_inverse<double, double>(A, X, upper, unitriangular);
+    run_inverse<double, double>(A, X, upper, unitriangular, max_blocks);
   } else {
     with_stored_type(in, [&](auto s) {
-      with_stored_type(out, [&](auto o) { run_inverse<decltype(s), decltype(o)>(A, X, upper, unitriangular); });
+      with_stored_type(out, [&](auto o) {
+        run_inverse<decltype(s), decltype(o)>(A, X, upper, unitriangular, max_blocks);
+      });
     });
   }
   return X;

@@ -1,37 +1,60 @@
-// CUDA (and, hipified, ROCm) backend of torch.ops.hsma.trsm: checks the arguments (csrc/trsm.h),
-// then every (side, uplo, trans, diag, strides, conj view) becomes the kernels' canonical
-// lower-triangular left solve (canonical.h), solved by
-//   - the small path (A's order k <= 64; canonical.cpp): one launch of the shared-memory direct
-//     solve for the whole batch, reading A and B in place through their strides (broadcast A never
-//     copied);
-//   - the blocked path (k > 64; blocked.cpp): the block plan (csrc/blocking.h), one launch that
-//     inverts the diagonal blocks, then a recursive or left-looking driver whose leaves are GEMMs
-//     with the inverted blocks (gemm.h: cuBLAS, or ATen).
+// CUDA (and, hipified, ROCm) backend of torch.ops.hsma.trsm: checks the arguments (csrc/trsm.h), reads the
+// overrides once, asks the planner (csrc/planner.h) for the plan, and runs it with the path's executor (exec.h):
+// small (k <= 64), sweep, blocked, or the hand-off to ATen's solve. In every executor, each (side, uplo, trans,
+// diag, strides, conj view) becomes the kernels' canonical lower-triangular left solve (canonical.h).
 // bfloat16 and float16 are solved in float32 (inputs converted, the result rounded once).
 // Everything runs on torch's current stream; nothing synchronises with the host.
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include "cuda/blocked.h"
 #include "cuda/canonical.h"
+#include "cuda/exec.h"
+#include "planner.h"
 #include "trsm.h"
 
 namespace hsma {
 namespace {
 
-// Solves into X (fresh and contiguous, or B itself for the in-place form).
+// Name, compute capability and shared memory of device `dev`, from the per-device cache of the kernels'
+// portability layer (kernels/portable.cuh).
+GpuIdentity identity_of(int dev) {
+  const DeviceInfo& info = device_info(dev);
+  HSMA_CHECK(info.name[0] != '\0', "hsma::trsm: device query failed for device ", num(dev));
+  return GpuIdentity{info.name, std::to_string(info.prop_major) + "." + std::to_string(info.prop_minor),
+                     info.shared_optin};
+}
+
+// The host-side plan (plan_hands_off, csrc/ops/checks.cpp) asks for devices' identities here.
+[[maybe_unused]] const bool identity_source_set = (set_gpu_identity_source(&identity_of), true);
+
+// The plan of the solve of (A, B) on the current device under the overrides o.
+Plan plan_call(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, const Overrides& o,
+               bool explain = false) {
+  if (s.k <= kSmallMaxM) return plan_small(o);
+  int dev = 0;
+  check_launch(cudaGetDevice(&dev), "device query");
+  return plan_large(identity_of(dev), blocked_shape(A, args.left, s), o, explain);
+}
+
+// Solves into X (fresh and contiguous, or B itself for the in-place form; the hand-off: into X, fresh).
 void solve_into(const at::Tensor& A_in, const at::Tensor& B_in, at::Tensor& X, const TrsmArgs& args,
                 const TrsmShape& s) {
   if (X.numel() == 0) return;
   const c10::cuda::CUDAGuard guard(A_in.device());
+  const Plan plan = plan_call(A_in, args, s, overrides());
   // Negative views are resolved (rare); A's conj view is folded into the kernels' conj flag.
   const at::Tensor A = A_in.resolve_neg();
   const at::Tensor B = B_in.resolve_conj().resolve_neg();
+  if (plan.path == SolvePath::kAten) {  // torch's own kernel
+    aten_solve_into(A, B, args, X);
+    return;
+  }
   AT_DISPATCH_FLOATING_AND_COMPLEX_TYPES(A.scalar_type(), "hsma::trsm", [&] {
-    if (s.k <= kSmallMaxM)
-      small_solve<scalar_t>(A, B, X, args, s);
-    else
-      blocked_solve<scalar_t>(A, B, X, args, s);
+    switch (plan.path) {
+      case SolvePath::kSmall: exec_small<scalar_t>(A, B, X, args, s, plan.small); break;
+      case SolvePath::kSweep: exec_sweep<scalar_t>(A, B, X, args, s, plan.large.sweep, plan.small.max_blocks); break;
+      default: exec_blocked<scalar_t>(A, B, X, args, s, plan); break;
+    }
   });
 }
 
@@ -75,7 +98,7 @@ std::tuple<std::string, std::string> plan_cuda(const at::Tensor& A, const at::Te
   if (s.k <= kSmallMaxM)
     return {"small", explain ? "order k <= 64: one launch of the shared-memory kernels for the whole batch" : ""};
   const c10::cuda::CUDAGuard guard(A.device());
-  const BlockPlan p = plan_large(A, args, s, explain);
+  const BlockPlan p = plan_call(A, args, s, overrides(), explain).large;
   if (!explain) return {path_name(p.path), ""};
   std::string what;
   if (p.path == LargePath::kSweep)

@@ -198,28 +198,36 @@ template <typename R> __device__ inline complex<R> fms(complex<R> x, complex<R> 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host-side facts about the current device, queried once per device: the launchers size their
-// grids and lane segments from these (the device warp width is only a compile-time constant in
-// the device pass, so the host asks the runtime).
+// Host-side facts about a device, queried once per device (the library's one per-device cache): the
+// launchers size their grids and lane segments from these (the device warp width is only a
+// compile-time constant in the device pass, so the host asks the runtime), and the planner reads
+// the device's identity and shared memory from them (csrc/cuda/trsm_cuda.cpp).
 struct DeviceInfo {
   int device = 0;  // the runtime's device index
   int multiprocessors = 0;
   int warp_size = 0;
   int cc_major = 0;  // compute capability (major) on CUDA; 0 on AMD
   int shared_optin = 0;  // the most dynamic shared memory a block can opt in to, bytes
+  char name[256] = {};   // as the driver reports it: "NVIDIA H200"
+  int prop_major = 0, prop_minor = 0;  // the device properties' major.minor (CUDA and AMD alike)
 };
 
-inline DeviceInfo current_device_info() {
+inline const DeviceInfo& device_info(int dev) {
   static DeviceInfo cache[64];
-  int dev = 0;
-#if HSMA_HIP
-  (void)hipGetDevice(&dev);
-#else
-  (void)cudaGetDevice(&dev);
-#endif
   DeviceInfo& info = cache[dev & 63];
   if (info.warp_size == 0) {
     info.device = dev;
+#if HSMA_HIP
+    hipDeviceProp_t prop;
+    if (hipGetDeviceProperties(&prop, dev) == hipSuccess) {
+#else
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+#endif
+      for (int i = 0; i < 255 && prop.name[i] != '\0'; ++i) info.name[i] = prop.name[i];
+      info.prop_major = prop.major;
+      info.prop_minor = prop.minor;
+    }
 #if HSMA_HIP
     (void)hipDeviceGetAttribute(&info.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
     (void)hipDeviceGetAttribute(&info.shared_optin, hipDeviceAttributeMaxSharedMemoryPerBlock, dev);
@@ -235,6 +243,16 @@ inline DeviceInfo current_device_info() {
     if (info.warp_size <= 0) info.warp_size = 32;
   }
   return info;
+}
+
+inline const DeviceInfo& current_device_info() {
+  int dev = 0;
+#if HSMA_HIP
+  (void)hipGetDevice(&dev);
+#else
+  (void)cudaGetDevice(&dev);
+#endif
+  return device_info(dev);
 }
 
 // Opts kernel `fn` in to `smem` bytes of dynamic shared memory (above NVIDIA's 48 KB default) and

@@ -21,7 +21,7 @@ namespace hsma {
 namespace {
 
 // A problem as the selection sees it: its shape, whether one A serves every task, L's layout and
-// the overrides it carries.
+// the knobs it carries.
 template <typename T> SmallShape small_shape(const SolveProblem<T>& p) {
   SmallShape s;
   s.dtype = small_dtype<T>();
@@ -30,13 +30,7 @@ template <typename T> SmallShape small_shape(const SolveProblem<T>& p) {
   s.batch = p.batch;
   s.a_shared = shares_a(p);
   s.l_row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
-  s.kernel = p.kernel;
-  s.segment_lanes = p.segment_lanes;
-  s.segment_rows = p.segment_rows;
-  s.segment_steps = p.segment_steps;
-  s.column_rows = p.column_rows;
-  s.mma_warps = p.mma_warps;
-  s.mma_fold = p.mma_fold;
+  copy_small_knobs(s, p);
   return s;
 }
 
@@ -70,9 +64,11 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
       return run_tiles(p, plan, dev, stream);
     case SmallFamily::kMma:
       return run_mma(p, plan, dev, stream);
+#ifdef HSMA_TRSM_ABLATION
     case SmallFamily::kPipeline:
       if constexpr (std::is_same_v<T, complex<double>>) return launch_small_pipeline(p, stream);
       break;
+#endif
   }
   return hsmaError_t(1);  // (not a plan of select.h)
 }

@@ -22,8 +22,11 @@
 //
 // Inverses that are not accurate (an entry that is inf, nan or subnormal: a pivot whose reciprocal
 // overflows or underflows) are not used: the owner substitutes in the diagonal block instead,
-// dividing by each pivot. The blocked path's repair launch (blocked.cpp) substitutes in every block,
-// and does nothing unless one of its flags is set.
+// dividing by each pivot.
+//
+// The repair mode (p.repair set, launch_sweep_repair; the blocked path's repair, cuda/exec_repair.cpp): one block
+// substitutes in every diagonal block of the batch entries whose inversion flagged an inaccurate inverse, and does
+// nothing unless one of the flags is set.
 #include "trsm_problem.h"
 
 namespace hsma {
@@ -337,7 +340,7 @@ hsmaError_t launch_sweep_as(const SweepProblem<T>& p, hsmaStream_t stream) {
     const hsmaError_t err = resident_blocks(kernel, kSweepThreads, smem, blocks_per_sm, &per_sm);
     if (err != hsmaSuccess) return err;
   } else if (smem > 48 * 1024) {  // (never below what a solve opted in to: its launches would fail)
-    const size_t solving = sweep_shared_bytes<T>(R, NC, false);
+    const size_t solving = sweep_shared_bytes(sizeof(T), R, NC, false);
     const size_t optin = solving <= size_t(current_device_info().shared_optin) ? solving : smem;
     const hsmaError_t err =
         hsmaFuncSetAttribute(kernel, hsmaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(optin));
@@ -360,6 +363,8 @@ hsmaError_t launch_sweep_as(const SweepProblem<T>& p, hsmaStream_t stream) {
   return hsmaGetLastError();
 }
 
+// The panel widths built: 1, 2, 4, 8 and kSweepMaxCols (limits.h).
+static_assert(kSweepMaxCols == 16, "launch_sweep_rows instantiates panels of up to 16 columns");
 template <typename T, int R>
 hsmaError_t launch_sweep_rows(const SweepProblem<T>& p, hsmaStream_t stream) {
   switch (p.cols) {
@@ -372,22 +377,40 @@ hsmaError_t launch_sweep_rows(const SweepProblem<T>& p, hsmaStream_t stream) {
   return hsmaError_t(1);
 }
 
+// The row blocks built (limits.h, sweep_rows_built): 64, and 128 for 4-byte elements.
+template <typename T>
+hsmaError_t launch_sweep_any(const SweepProblem<T>& p, hsmaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
+  if (p.segment < 1 || sweep_tasks(p) >= kMaxLaunchTasks) return hsmaError_t(1);
+  static_assert(kSweepRows == 64 && kSweepWideRows == 128, "the row blocks instantiated below");
+  if (p.rows == kSweepRows) return launch_sweep_rows<T, kSweepRows>(p, stream);
+  if constexpr (sweep_rows_built(kSweepWideRows, sizeof(T))) {
+    if (p.rows == kSweepWideRows) return launch_sweep_rows<T, kSweepWideRows>(p, stream);
+  }
+  return hsmaError_t(1);
+}
+
 }  // namespace
 
 template <typename T>
 hsmaError_t launch_sweep(const SweepProblem<T>& p, hsmaStream_t stream) {
-  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
-  if (p.segment < 1 || sweep_tasks(p) >= 0x7fffffff) return hsmaError_t(1);
-  if (p.rows == 64) return launch_sweep_rows<T, 64>(p, stream);
-  if constexpr (sizeof(T) == 4) {
-    if (p.rows == 128) return launch_sweep_rows<T, 128>(p, stream);
-  }
-  return hsmaError_t(1);
+  if (p.repair != nullptr) return hsmaError_t(1);  // (the repair mode: launch_sweep_repair)
+  return launch_sweep_any(p, stream);
+}
+
+template <typename T>
+hsmaError_t launch_sweep_repair(const SweepProblem<T>& p, hsmaStream_t stream) {
+  if (p.repair == nullptr) return hsmaError_t(1);
+  return launch_sweep_any(p, stream);
 }
 
 template hsmaError_t launch_sweep<float>(const SweepProblem<float>&, hsmaStream_t);
 template hsmaError_t launch_sweep<double>(const SweepProblem<double>&, hsmaStream_t);
 template hsmaError_t launch_sweep<complex<float>>(const SweepProblem<complex<float>>&, hsmaStream_t);
 template hsmaError_t launch_sweep<complex<double>>(const SweepProblem<complex<double>>&, hsmaStream_t);
+template hsmaError_t launch_sweep_repair<float>(const SweepProblem<float>&, hsmaStream_t);
+template hsmaError_t launch_sweep_repair<double>(const SweepProblem<double>&, hsmaStream_t);
+template hsmaError_t launch_sweep_repair<complex<float>>(const SweepProblem<complex<float>>&, hsmaStream_t);
+template hsmaError_t launch_sweep_repair<complex<double>>(const SweepProblem<complex<double>>&, hsmaStream_t);
 
 }  // namespace hsma

@@ -1,7 +1,7 @@
-// The normalised problem the kernels solve, and the launchers' declarations.
+// The normalised problem the kernels solve (the kernels' ABI), and the launchers' declarations.
 //
 // No torch headers here: the kernel sources compile alone with nvcc or hipcc. The torch-facing
-// code (csrc/cuda_dispatch.cpp) turns every (side, uplo, trans, diag) into one canonical form:
+// code (csrc/cuda/canonical.h) turns every (side, uplo, trans, diag) into one canonical form:
 //
 //     L X = alpha B,   L lower triangular m x m, X and B m x n, for each batch entry,
 //
@@ -12,8 +12,9 @@
 #pragma once
 #include <cstdint>
 
+#include "limits.h"
 #include "portable.cuh"
-#include "small/select.h"  // SmallKernel
+#include "small/knobs.h"  // SmallKernel, the small-path knobs
 
 namespace hsma {
 
@@ -59,20 +60,9 @@ struct SolveProblem {
   bool conj = false;   // use conj(L)
   bool unit = false;   // diagonal of L is 1 and never read
   T alpha = T(1);
-  SmallKernel kernel = SmallKernel::kAuto;
-  int segment_lanes = 0;  // lanes per column in the segment kernel (8 or 32); 0: the launcher's choice
-  int segment_rows = 0;   // rows per lane of warp-wide segments (1: strided, 2: blocked); 0: the launcher's choice
-  int segment_steps = 0;  // steps per loop iteration of the blocked substitution (1, 2, 4; 32: unrolled); 0: the launcher's choice
-  int column_rows = 0;    // most rows of a column a column-kernel thread holds at once (16, 32 or 64); 0: the launcher's choice
-  int mma_warps = 0;      // warps per block of the tensor-core kernel (4 or 8); 0: the launcher's choice
-  int mma_fold = -1;      // tensor-core kernel with A batched: fold A's inverses (1) or substitute (0); -1: the launcher's choice
-  bool async_copy = true;  // stage triangles with cp.async where the GPU has it (override async_copy=0: through registers)
-  // Programmatic dependent launch on sm_90+ (override pdl): 0 plain launches; 1 each kernel lets
-  // the next one launch once it has started; 2 once it has completed; -1 the launcher's choice of 1 or 2.
-  int dependent_launch = -1;
-  // At most this many blocks per small-path launch (override max_blocks; tests), so that the
-  // kernels' grid-stride loops take several tasks per block; 0: no cap beyond the grid's limit.
-  int64_t max_blocks = 0;
+  // The small-path knobs (small/knobs.h: kernel, segment_lanes, ..., dependent_launch, max_blocks), copied from
+  // the plan; their defaults are the launcher's choices.
+  HSMA_SMALL_KNOB_FIELDS
 };
 
 // The grid of a small-path (or inverse) launch that wants `blocks` blocks: at most 2^31 - 1 and
@@ -139,12 +129,6 @@ struct SweepProblem {
   int64_t max_blocks = 0;     // cap on the grid (tests)
 };
 
-// Tasks of one panel's solve: 1 for the first row block, ceil(i / G) for row block i >= 1.
-__host__ __device__ inline int64_t sweep_tasks_before(int64_t i, int64_t g) {
-  if (i <= 0) return 0;
-  const int64_t n = i - 1, q = n / g, r = n % g;
-  return 1 + g * q * (q + 1) / 2 + (q + 1) * r;
-}
 template <typename T> int64_t sweep_blocks(const SweepProblem<T>& p) { return (p.m + p.rows - 1) / p.rows; }
 template <typename T> int64_t sweep_chains(const SweepProblem<T>& p) { return p.batch * ((p.n + p.cols - 1) / p.cols); }
 template <typename T> int64_t sweep_tasks(const SweepProblem<T>& p) {
@@ -163,11 +147,8 @@ template <typename T> int64_t sweep_workspace_words(const SweepProblem<T>& p) {
 }
 // Dynamic shared memory of a launch: a tile of L, the inverse of a diagonal block (not in a repair),
 // a block of X and one of B; and whether it fits the current device (sweep.cu).
-template <typename T> size_t sweep_shared_bytes(int rows, int cols, bool repair) {
-  return sizeof(T) * ((repair ? 1 : 2) * size_t(rows) * (rows + 1) + 2 * size_t(rows) * cols);
-}
 template <typename T> size_t sweep_shared_bytes(const SweepProblem<T>& p) {
-  return sweep_shared_bytes<T>(p.rows, p.cols, p.repair != nullptr);
+  return sweep_shared_bytes(sizeof(T), p.rows, p.cols, p.repair != nullptr);
 }
 template <typename T> bool sweep_fits(const SweepProblem<T>& p) {
   return sweep_shared_bytes(p) <= size_t(current_device_info().shared_optin);
@@ -204,13 +185,13 @@ hsmaError_t launch_lu_permutation(const int32_t* pivots, int64_t batch, int64_t 
 template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_sweep(const SweepProblem<T>& p, hsmaStream_t stream);
+// The blocked path's repair (p.repair set; kernels/sweep.cu): the sweep kernel in its repair mode, one block.
+template <typename T> hsmaError_t launch_sweep_repair(const SweepProblem<T>& p, hsmaStream_t stream);
 template <typename S, typename O> hsmaError_t launch_tri_inverse(const InverseProblem<S, O>& p, hsmaStream_t stream);
-// complex128 with m <= 64 (the launcher takes it for 48 < m <= 64): the HSMA-TRSM paper's
-// seven-stage pipeline over a 64 KB shared-memory partition, two thread groups
-// (ablation/small_pipeline.cu: the paper's design, kept as an ablation).
+#ifdef HSMA_TRSM_ABLATION
+// complex128 with m <= 64, only when small_kernel=pipeline is asked for: the HSMA-TRSM paper's seven-stage
+// pipeline over a 64 KB shared-memory partition, two thread groups (ablation/small_pipeline.cu).
 hsmaError_t launch_small_pipeline(const SolveProblem<complex<double>>& p, hsmaStream_t stream);
-
-constexpr int64_t kSmallMaxM = 64;       // the small-path limit on the triangle's order
-constexpr int64_t kDiagInverseMaxNB = 1024;
+#endif
 
 }  // namespace hsma

@@ -43,7 +43,7 @@
 // Tasks are (batch entry, 64-column tile) pairs, taken by a grid-stride loop over as many blocks as
 // the device holds at once; columns past n and rows past m are padding (B zero, A identity) and are
 // never read from or written to global memory. Entries of L above the diagonal, and the diagonal
-// when unit, are never read. Pivots are applied as in small_solve.cu: the reciprocal is computed
+// when unit, are never read. Pivots are applied as in the small kernels (small_solve.cuh): the reciprocal is computed
 // once per matrix and multiplied, falling back to a division where it would be inexact (zero
 // pivots give IEEE inf/nan).
 //
@@ -51,6 +51,10 @@
 // live in the mover's code of stages 3-5 too. The mover therefore keeps 16 loads in flight in the
 // other stages and 8 in those, recomputes its addressing in every stage (opaque()), and the unit
 // flag is a template parameter; with these, ptxas (sm_90) and hipcc (gfx90a) report no spills.
+// Built only on request: HSMA_TRSM_ABLATION=1 at build time adds this file and the define (setup.py).
+#ifndef HSMA_TRSM_ABLATION
+#error "small_pipeline.cu is the ablation kernel: build it with -DHSMA_TRSM_ABLATION (HSMA_TRSM_ABLATION=1)"
+#endif
 #include <atomic>
 
 #include "../trsm_problem.h"

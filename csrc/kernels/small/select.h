@@ -7,16 +7,9 @@
 #pragma once
 #include <cstdint>
 
-namespace hsma {
+#include "knobs.h"  // SmallKernel, the knobs
 
-// Which small-path kernel to run (override small_kernel; "auto" lets the selection choose).
-// kPipeline: the complex128 seven-stage two-group pipeline (ablation/small_pipeline.cu); other dtypes
-// ignore it. kWarpTasks: the segment kernel with one matrix per warp (where it fits in shared memory).
-// kTiles: the register-tiled blocked kernel (orders 33-64; at 32 and below the selection chooses
-// among the column and segment kernels). kMma: the FP64 tensor-core kernel (float64 and
-// complex128 on sm_80+; other dtypes and GPUs fall through to the column or segment kernels).
-enum class SmallKernel : int { kAuto = 0, kColumns = 1, kSegments = 2, kPipeline = 3, kWarpTasks = 4, kTiles = 5,
-                               kMma = 6 };
+namespace hsma {
 
 enum class SmallDtype : int { kFloat32, kFloat64, kComplex64, kComplex128 };
 
@@ -31,14 +24,8 @@ struct SmallShape {
   int64_t m = 0, n = 0, batch = 1;
   bool a_shared = true;     // one A serves every task: a single solve, or A broadcast over the batch
   bool l_row_major = true;  // L's rows contiguous-ish: |column stride| <= |row stride|
-  // Overrides, as SolveProblem carries them (kAuto, 0 or -1: the selection's choice).
-  SmallKernel kernel = SmallKernel::kAuto;
-  int segment_lanes = 0;  // lanes per column of the segment kernel (8 or 32)
-  int segment_rows = 0;   // rows per lane of warp-wide segments (1 strided, 2 blocked)
-  int segment_steps = 0;  // steps per loop iteration of the blocked substitution (1, 2, 4; 32 unrolled); tiles too
-  int column_rows = 0;    // most rows of a column a column-kernel thread holds at once (16, 32 or 64)
-  int mma_warps = 0;      // warps per block of the tensor-core kernel (4 or 8)
-  int mma_fold = -1;      // tensor-core kernel with A batched: fold A's inverses (1) or substitute (0)
+  // The knobs (knobs.h), as SolveProblem carries them (kAuto, 0 or -1: the selection's choice).
+  HSMA_SMALL_KNOB_FIELDS
 };
 
 // The device as the selection sees it.
@@ -49,7 +36,16 @@ struct SmallDevice {
   bool sm90_code = false;  // the kernels' code on this GPU is for compute_90 or newer (kernels_wait)
 };
 
-enum class SmallFamily : int { kColumns, kSegments, kWarpTasks, kTiles, kMma, kPipeline };
+enum class SmallFamily : int {
+  kColumns,
+  kSegments,
+  kWarpTasks,
+  kTiles,
+  kMma,
+#ifdef HSMA_TRSM_ABLATION
+  kPipeline,
+#endif
+};
 
 // The kernel to run: its family and the compile-time parameters of the instance. Fields that do not
 // apply to the family are 0 / false.
@@ -228,14 +224,15 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
   const bool complex = small_dtype_complex(t), complex64 = t == SmallDtype::kComplex64;
   const bool narrow_built = small_narrow_segments(d);
   const bool many = s.batch >= int64_t(kWarpTaskMinBatchPerSM) * d.multiprocessors;
+#ifdef HSMA_TRSM_ABLATION
   if (t == SmallDtype::kComplex128 && s.kernel == SmallKernel::kPipeline) {
-    // The paper's seven-stage pipeline for complex128 at m = 64, on request (ablations): on the
-    // H200 the segment kernel was faster, single and batched.
+    // The paper's seven-stage pipeline for complex128, only on request (an ablation build).
     SmallPlan plan;
     plan.family = SmallFamily::kPipeline;
     plan.rows = 64;
     return plan;
   }
+#endif
   // The segment kernel spreads each column's substitution over a segment's lanes, the column
   // kernel runs it on one thread. Warp-wide segments win for a few columns of a triangle beyond 16
   // rows (a single solve) and for batches of single vectors in 8- and 16-byte types; 8-lane

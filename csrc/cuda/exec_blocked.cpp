@@ -1,52 +1,17 @@
-// The blocked path (blocked.h): the diagonal-block inversion, its GEMM doubling and the drivers.
-#include "cuda/blocked.h"
-
+// The blocked executor (exec.h): the diagonal-block inversion, its GEMM doubling, the recursive or left-looking
+// driver whose leaves are GEMMs with the inverted blocks (or small-kernel solves), then the repair.
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <functional>
-#include <map>
-#include <mutex>
-#include <string>
 #include <vector>
 
-#include "blocking.h"
 #include "cuda/canonical.h"
+#include "cuda/exec.h"
 #include "cuda/gemm.h"
-#include "cuda/sweep.h"
-#include "overrides.h"
 
 namespace hsma {
 namespace {
-
-// The host constants of blocking.h against the kernels' own.
-static_assert(kSmallMaxOrder == kSmallMaxM && kDiagInverseMaxNBHost == kDiagInverseMaxNB,
-              "blocking.h's limits must be the kernels' (kernels/trsm_problem.h)");
-
-// Name and compute capability of device `dev`, queried once per device.
-const GpuIdentity& identity_of(int dev) {
-  static std::mutex mutex;
-  static std::map<int, GpuIdentity> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(dev);
-  if (it == cache.end()) {
-    cudaDeviceProp prop;
-    check_launch(cudaGetDeviceProperties(&prop, dev), "device query");
-    const std::string capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
-    it = cache.emplace(dev, GpuIdentity{prop.name, capability}).first;
-  }
-  return it->second;
-}
-
-// The current device's.
-const GpuIdentity& device_identity() {
-  int dev = 0;
-  check_launch(cudaGetDevice(&dev), "device query");
-  return identity_of(dev);
-}
-
-// The host-side plan (plan_hands_off, csrc/ops/checks.cpp) asks for devices' identities here.
-[[maybe_unused]] const bool identity_source_set = (set_gpu_identity_source(&identity_of), true);
 
 // Doubling from IB x IB to NB x NB inverses, in the tile layout of blocked_solve (one batch entry):
 // for s = IB, 2 IB, ..., NB / 2, each pair of adjacent s-blocks on the diagonal
@@ -96,40 +61,18 @@ void combine_inverse_tiles(at::Tensor& inv, const at::Tensor& A3, const Canonica
 
 }  // namespace
 
-BlockPlan plan_large(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, bool explain) {
-  return plan_blocking(device_identity(), blocked_shape(A, args.left, s), overrides(), "", "", explain);
-}
-
 template <typename S>
-void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args,
-                   const TrsmShape& s) {
+void exec_blocked(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const TrsmArgs& args, const TrsmShape& s,
+                  const Plan& full_plan) {
   using K = typename kernel_type<S>::type;
+  const BlockPlan& plan = full_plan.large;
   const int64_t k = s.k, bt = s.batch_numel();
-  // The path (the sweep, ATen's solve, or the blocked path with NB, variant and IB): the plan (csrc/blocking.h).
-  BlockPlan plan = plan_large(A, args, s);
-  if (plan.path == LargePath::kAten) {  // torch's own kernel, on the operands as they are
-    aten_solve_into(A, B, args, X);
-    return;
-  }
   // 3-D views: A (btA, k, k) with btA = 1 when A is shared by the whole batch.
-  const auto a_batch = A.sizes().slice(0, A.dim() - 2);
-  int64_t a_numel = 1;
-  for (auto v : a_batch) a_numel *= v;
-  std::vector<int64_t> a_shape = s.batch, b_shape = s.batch;
-  a_shape.push_back(k); a_shape.push_back(k);
-  b_shape.push_back(s.m); b_shape.push_back(s.n);
-  const at::Tensor A3 = a_numel == 1 ? A.reshape({1, k, k}) : A.expand(a_shape).reshape({bt, k, k});
-  const at::Tensor B3 = B.expand(b_shape).reshape({bt, s.m, s.n});
-  at::Tensor X3 = X.view({bt, s.m, s.n});
+  Batched3 v = batched_3d(A, B, X, s);
+  const at::Tensor A3 = v.A3, B3 = v.B3;
+  at::Tensor X3 = v.X3;
   const Canonical c = canonicalise(args, A3.is_conj());
 
-  if (plan.path == LargePath::kSweep) {
-    if (sweep_solve<S>(A3, B3, X3, args, plan.sweep)) return;
-    Overrides blocked = overrides();  // (the sweep did not fit: the blocked path's plan)
-    blocked.path = static_cast<int>(LargePath::kBlocked);
-    blocked.sweep = -1;
-    plan = plan_blocking(device_identity(), blocked_shape(A, args.left, s), blocked);
-  }
   const int64_t nb = plan.nb, ib = plan.ib;
   const int64_t nblk = (k + nb - 1) / nb;
   const bool direct_leaves = plan.direct_leaves();
@@ -139,6 +82,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
   // diagonal, so each level is one strided-batched GEMM over the whole matrix.
   const int64_t tile = nb * (nb + 1);
   BlasHandle blas;
+  blas.aten = full_plan.aten_gemm;
   at::Tensor inv, inaccurate;  // inaccurate: the inversion's flags for the repair below
   if (!direct_leaves) {
     // One launch inverts every diagonal tile of order ib (the decoupled O(IB)-shared-memory
@@ -188,7 +132,7 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
       ls.n = args.left ? Rk.size(2) : sz;
       ls.result = {bt, ls.m, ls.n};
       at::Tensor Xo = args.left ? Xk : Xk.mT();
-      small_solve<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls);
+      exec_small<S>(A3.narrow(1, r0, sz).narrow(2, r0, sz), args.left ? Rk : Rk.mT(), Xo, la, ls, full_plan.small);
       return;
     }
     const StridedView Ik{inv, (r0 / nb) * tile, inv.size(0), sz, sz, inv.stride(0), nb, 1, false, false};
@@ -236,12 +180,14 @@ void blocked_solve(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, cons
     solve_recursive(0, k, R, args.alpha);
   }
   // Inverses with inf, nan or subnormal entries (pivots whose reciprocals overflow or underflow)
-  // make the products above inexact: then one more launch solves again by substitution.
-  if (inaccurate.defined()) sweep_repair<S>(A3, B3, X3, args, inaccurate);
+  // make the products above inexact: then one more launch solves again by substitution, where the
+  // planner found that its launch fits the GPU (else its source says "no repair").
+  if (inaccurate.defined() && plan.repair_cols > 0) exec_repair<S>(A3, B3, X3, args, inaccurate, plan.repair_cols);
 }
 
-#define HSMA_INSTANTIATE(S) \
-  template void blocked_solve<S>(const at::Tensor&, const at::Tensor&, at::Tensor&, const TrsmArgs&, const TrsmShape&);
+#define HSMA_INSTANTIATE(S)                                                                                        \
+  template void exec_blocked<S>(const at::Tensor&, const at::Tensor&, at::Tensor&, const TrsmArgs&, const TrsmShape&, \
+                                const Plan&);
 HSMA_FOR_EACH_DTYPE(HSMA_INSTANTIATE)
 #undef HSMA_INSTANTIATE
 

@@ -1,4 +1,5 @@
-// The blocked path's plan (blocking.h): the block-size table, then the rules after it.
+// The planner (planner.h): the path of an order above 64 (the path table, or the rules and the limits of the GPU),
+// and the blocked path's block sizes from the block-size table, then the rules after it.
 //
 // The table is the HSMA-TRSM paper's offline profiling + online lookup: `python -m benchmarks.tune`
 // times candidate (NB, variant) pairs per (dtype, size) on one GPU and writes the fastest; here a
@@ -22,7 +23,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "blocking.h"
+#include "planner.h"
 
 namespace hsma {
 namespace {
@@ -74,7 +75,7 @@ Table parse_table(const std::string& path) {
     e.size = std::strtoll(size.c_str(), &end, 10);
     const bool size_ok = end && *end == '\0' && e.size > 0;
     e.nb = std::strtoll(nb.c_str(), &end, 10);
-    const bool nb_ok = end && *end == '\0' && e.nb >= 1 && e.nb <= kDiagInverseMaxNBHost;
+    const bool nb_ok = end && *end == '\0' && e.nb >= 1 && e.nb <= kDiagInverseMaxNB;
     const bool dtype_ok = dtype == "float32" || dtype == "float64" || dtype == "complex64" || dtype == "complex128";
     if (!size_ok || !nb_ok || !dtype_ok || !parse_variant(trim_space(variant), &e.variant)) {
       t.error = path + ":" + std::to_string(lineno) + ": malformed row '" + line + "'";
@@ -141,20 +142,17 @@ constexpr int64_t kNarrowRhs = 64;          // right-hand-side columns (times ba
 constexpr int64_t kNarrowMaxNB = 512;       // ... and the largest NB taken for them
 constexpr int64_t kTwoLevelMinNB = 256;     // the smallest NB inverted in two levels
 
-// The sweep's range, from scripts/probes/sweep_crossover.py on the H200 (2026-12-03): it beats the
-// blocked path, eager, for up to 8 float32 columns (2 of 8 bytes, 1 of 16) per matrix from order
-// 384 (float32, order 1000, one column: 80 us against 204 eager, 66 against 120 on the GPU alone);
-// with more columns its chain of R x R products costs more than the blocked path's GEMMs.
+// The sweep's range where no path table is usable: it beats the blocked path for up to 8 float32 columns (2 of
+// 8 bytes, 1 of 16) per matrix from order 384; with more columns its chain of R x R products costs more than the
+// blocked path's GEMMs (docs/experiments.md, the sweep's crossover).
 constexpr int64_t kSweepMinK = 384;
 int64_t sweep_max_cols(c10::ScalarType dtype) {
   return dtype == c10::ScalarType::Float ? 8 : (dtype == c10::ScalarType::ComplexDouble ? 1 : 2);
 }
-constexpr int kSweepMaxCols = 16;          // the widest panel (kernels/sweep.cu)
 
 // One matrix, one column, from the sweep's orders: ATen's solve (cuBLAS trsm, one launch) is faster than the
-// sweep for complex types, whose chain of complex R x R products is the longer (H200, order 1000: complex64
-// 98.5 us against 143, complex128 147 against 195, eager), and for float64 below order 2048 (order 1000: 95 us
-// against 105; 4096: the sweep 1.2-1.5x faster).
+// sweep for complex types, whose chain of complex R x R products is the longer, and for float64 below order 2048
+// (docs/experiments.md).
 constexpr int64_t kAtenMaxKDouble = 2048;
 bool aten_takes(const BlockedShape& shape) {
   if (shape.batch != 1 || shape.rhs_cols != 1 || shape.k < kSweepMinK) return false;
@@ -173,8 +171,36 @@ SweepPlan plan_sweep(const BlockedShape& shape, int64_t cols, const Overrides& o
     s.rows = o.sweep_rows;
   else
     s.rows = shape.dtype == c10::ScalarType::Float && shape.k >= kSweepWideRowsK && s.cols >= 4 ? 128 : 64;
-  if (s.rows == 128 && shape.dtype != c10::ScalarType::Float) s.rows = 64;  // (kernels for float32 only)
+  if (!sweep_rows_built(s.rows, c10::elementSize(shape.dtype))) s.rows = kSweepRows;  // (128: float32 only)
   return s;
+}
+
+// Whether the sweep's launch takes the plan s on this GPU: its tasks fit one launch, its shared memory the GPU's
+// (unknown: no limit).
+bool sweep_fits(const GpuIdentity& gpu, const BlockedShape& shape, int64_t cols, const SweepPlan& s, bool repair,
+                std::string* why) {
+  const int64_t batch = shape.batch > 0 ? shape.batch : 1;
+  if (sweep_task_count(batch, shape.k, cols, s.rows, s.cols, s.segment) >= kMaxLaunchTasks) {
+    *why = "more tasks than one launch takes";
+    return false;
+  }
+  const size_t bytes = sweep_shared_bytes(c10::elementSize(shape.dtype), s.rows, s.cols, repair);
+  if (gpu.shared_optin > 0 && bytes > size_t(gpu.shared_optin)) {
+    *why = std::to_string(bytes) + " bytes of shared memory, the GPU has " + std::to_string(gpu.shared_optin);
+    return false;
+  }
+  return true;
+}
+
+// The repair's panel width: the widest of kSweepMaxCols, ..., 1 that fits, with one task per row block of 64 rows;
+// 0 when none does.
+int repair_cols(const GpuIdentity& gpu, const BlockedShape& shape, int64_t cols, std::string* why) {
+  SweepPlan s;
+  s.rows = kSweepRows;
+  s.segment = static_cast<int>(std::min<int64_t>((shape.k + s.rows - 1) / s.rows, 1 << 30));
+  s.cols = kSweepMaxCols;
+  while (s.cols > 1 && !sweep_fits(gpu, shape, cols, s, true, why)) s.cols /= 2;
+  return sweep_fits(gpu, shape, cols, s, true, why) ? s.cols : 0;
 }
 
 // The path where no path table is usable: the sweep for a few columns per matrix from a medium order, ATen's
@@ -225,8 +251,13 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
     BlockPlan sweep;
     sweep.path = LargePath::kSweep;
     sweep.sweep = plan_sweep(shape, cols, o);
-    sweep.source = why == "override sweep" ? why : "sweep: " + why;
-    return sweep;
+    std::string unfit;
+    if (sweep_fits(gpu, shape, cols, sweep.sweep, false, &unfit)) {
+      sweep.source = why == "override sweep" ? why : "sweep: " + why;
+      return sweep;
+    }
+    // The sweep cannot launch this plan here: the blocked path, with its overrides (nb, variant, ...).
+    why = (why == "override sweep" ? why : "sweep: " + why) + ", which does not fit (" + unfit + ")";
   }
   BlockPlan plan = lookup_table(table.empty() ? table_path_for(gpu) : table, gpu, shape.dtype, k);
   if (!why.empty()) plan.source = "blocked: " + why + "; NB from " + plan.source;
@@ -271,7 +302,39 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
     else if (plan.nb >= kTwoLevelMinNB)
       plan.ib = plan.nb / 8;
   }
+  // Inverted blocks are repaired by substitution where an inverse is inaccurate, where the repair's launch fits.
+  if (!plan.direct_leaves()) {
+    std::string unfit;
+    plan.repair_cols = repair_cols(gpu, shape, cols, &unfit);
+    if (plan.repair_cols == 0) plan.source += ", no repair (" + unfit + ")";
+  }
   return plan;
+}
+
+const char* solve_path_name(SolvePath p) {
+  switch (p) {
+    case SolvePath::kSmall: return "small";
+    case SolvePath::kSweep: return "sweep";
+    case SolvePath::kAten: return "aten";
+    default: return "blocked";
+  }
+}
+
+Plan plan_small(const Overrides& o) {
+  Plan p;
+  p.path = SolvePath::kSmall;
+  p.small = o.small;
+  p.aten_gemm = o.aten_gemm;
+  return p;
+}
+
+Plan plan_large(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o, bool explain) {
+  Plan p = plan_small(o);
+  p.large = plan_blocking(gpu, shape, o, "", "", explain);
+  p.path = p.large.path == LargePath::kSweep ? SolvePath::kSweep
+           : p.large.path == LargePath::kAten ? SolvePath::kAten
+                                              : SolvePath::kBlocked;
+  return p;
 }
 
 namespace {
