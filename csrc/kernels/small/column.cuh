@@ -191,16 +191,15 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
 // is solved and stored, then the bottom half is loaded, updated by the top half read back from X
 // (float32: from a copy in shared memory, see column_stash), and solved.
 // Registers are left to ptxas except for float64's split kernel and complex128's whole columns of
-// 32 rows (column_max_registers): capped for more resident blocks, the other column kernels lost
-// or tied in every batch measured.
+// 32 rows (column_max_registers): capped for more resident blocks, the other column kernels are
+// no faster in any batch tried (docs/experiments.md).
 // float64's split kernel keeps a packed triangle (17 KB instead of 33) and is capped at 128
 // registers (4 blocks of 128 threads, 8 of 64; 8 bytes spilled), so that 8 matrices are solved at
-// once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allowed 6
-// (H200, batch 4096 of 64x64: 121.5 vs 136.2 us). Row-major L only: the column-major form spilled
-// 128 bytes at that cap.
+// once per multiprocessor where shared memory (unpacked) or registers (148 uncapped) allow 6
+// (docs/experiments.md). Row-major L only: the column-major form spills 128 bytes at that cap.
 // complex64's split kernel at 64 rows (only where forced, column_rows=32) is packed and
 // capped the same way (128 registers, 16 bytes spilled); the 8-lane segment kernel, which the
-// launcher keeps there, was faster still. Not its 16-row split of 17-32 rows (the launcher's choice
+// launcher keeps there, is faster still. Not its 16-row split of 17-32 rows (the launcher's choice
 // for complex64 batches), which the cap would take from 84 registers (5 blocks of 128 threads per
 // multiprocessor) to 110 (4).
 // (The selection packs these triangles by the same rule: select.h, column_split_capped.)
@@ -219,14 +218,15 @@ static_assert(column_caps_agree<float, 64, 32>() && column_caps_agree<double, 64
               "column_packed_capped: the rule of select.h's column_split_capped");
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_min_blocks() {  // __launch_bounds__'s minimum blocks (0: none)
-  // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit, and which was
-  // not measured.)
+  // (Not on AMD, where hipcc reads the argument as minimum waves per execution unit; tuned on the
+  // H200 only.)
   return !HSMA_HIP && column_packed_capped<T, M, H, kRowMajor>() ? 4 : 0;
 }
 // A register cap per thread finer than __launch_bounds__ gives for blocks of up to kColumnThreads
 // threads (0: none): complex128's whole columns of 32 rows (row-major L), whose blocks in large
 // batches are one warp, use 218 registers instead of 244 with a cap of 224 (no spills), so that 9
-// blocks run per multiprocessor instead of 8. Lower caps (200, 184) spilled and lost.
+// blocks run per multiprocessor instead of 8. Lower caps (200, 184) spill and are slower
+// (docs/experiments.md).
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr int column_max_registers() {
   return !HSMA_HIP && std::is_same_v<T, complex<double>> && M == 32 && H == M && kRowMajor ? 224 : 0;
@@ -234,8 +234,8 @@ __host__ __device__ constexpr int column_max_registers() {
 // float32's split kernel (row-major L) also keeps the solved top half of its columns in shared
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
 // bank conflicts), from where the bottom half's update reads it instead of reloading X from L2.
-// Not float64, whose 8 blocks per multiprocessor it would cut to 6 (H200, batch 4096 of 64x64, 128
-// unit columns: float32 115.7 vs 119.7 us with the copy, float64 140.7 vs 122.2).
+// Not float64, whose 8 blocks per multiprocessor it would cut to 6, which is slower
+// (docs/experiments.md).
 template <typename T, int M, int H, bool kRowMajor>
 __host__ __device__ constexpr bool column_stash() {
   return H < M && kRowMajor && std::is_same_v<T, float>;
@@ -374,8 +374,8 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
   // Many tasks whose columns fill two warps or more (or one warp, with whole columns; complex64's
-  // 16-row split kernel lost there): one task per block, so that blocks start and finish one matrix
-  // at a time (H200, batch 4096 of 64x64 float32: 68.0 vs 69.5 us against two tasks per block).
+  // 16-row split kernel is slower with it): one task per block, so that blocks start and finish
+  // one matrix at a time (docs/experiments.md).
   if ((tc >= 2 * int64_t(dev.warp_size) || (tc >= dev.warp_size && H == M)) &&
       ntasks >= 4 * int64_t(dev.multiprocessors))
     groups = 1;

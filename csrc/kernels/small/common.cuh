@@ -176,9 +176,9 @@ template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo&
 }
 
 // p with the release point of its launch resolved: the forced one (override pdl), else when the
-// kernel starts (`early`) or when it completes. Releasing at the start overlaps the most (H200:
-// 0.4-0.5 us less GPU time per single 64x64 solve, about half that released at completion); it
-// lost where the grid is sized to the GPU (the folding tensor-core kernel) and for the column
+// kernel starts (`early`) or when it completes. Releasing at the start overlaps the most (about
+// twice the GPU time that releasing at completion saves on a single solve: docs/experiments.md); it
+// is slower where the grid is sized to the GPU (the folding tensor-core kernel) and for the column
 // kernel at 8 rows of 8-byte types on batches, whose launchers release at completion (single
 // solves of those kernels included).
 template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool early) {

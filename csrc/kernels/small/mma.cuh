@@ -24,10 +24,10 @@
 //     blocks): not a substitution's rounding, within its error bound for these 8x8 blocks. Tasks
 //     whose pivots need a true division, whose B holds inf or nan, or whose inverses or W would
 //     not be finite substitute instead (with L staged again), so that IEEE special values spread
-//     as in the other kernels. On the H200 (batch 4096 of 64x64, A broadcast) it took complex128
-//     from 412 to 240 us. With A batched the launcher folds where a matrix has several column
+//     as in the other kernels. Folding is faster where one A serves the batch
+//     (docs/experiments.md). With A batched the launcher folds where a matrix has several column
 //     tiles, each block taking a contiguous range of tasks so that one fold serves all tiles of a
-//     matrix; with one fold per task it lost, so one tile per matrix keeps the substitution.
+//     matrix; one fold per task is slower, so one tile per matrix keeps the substitution.
 #pragma once
 #include "common.cuh"
 
@@ -73,7 +73,7 @@ __device__ __forceinline__ void dmma(double& d0, double& d1, double a, double b)
 // D0 += A0 B and, with kPair, D1 += A1 B (two row blocks, one B), each as dmma. A pair is one
 // m16n8k4 FP64 product where the GPU has it (sm_90+): its rows 0-7 are A0's and D0's, rows 8-15
 // A1's and D1's, each in m8n8k4's lane layout, so it is the same two products. On the H200 m16n8k4
-// runs at twice m8n8k4's rate (66 against 33 TFLOP/s, the FP64 vector rate).
+// runs at twice m8n8k4's rate, which is the FP64 vector rate (docs/experiments.md).
 template <bool kPair>
 __device__ __forceinline__ void dmma_rows(double& d00, double& d01, double& d10, double& d11, double a0, double a1,
                                           double b) {
@@ -117,8 +117,8 @@ __host__ __device__ constexpr int mma_block_at(int i, int k) { return k / 4 * 32
 
 // Blocks of kWarps warps per multiprocessor that the register allocator must fit.
 // Eight warps: 2 (128 registers; complex128 at 64 rows spills some); four: 4, or 3 for complex128
-// at 64 rows (a cap of 170 registers, 164-168 used; H200, batch 4096 of 64x64: 283-285 us against
-// 345-348 capped for 2 blocks; 4 blocks spill).
+// at 64 rows (a cap of 170 registers, 164-168 used; faster than 2 blocks, and 4 blocks spill:
+// docs/experiments.md).
 template <typename T, int M, int kWarps> constexpr int mma_min_blocks() {
   return kWarps == 8 ? 2 : sizeof(T) >= 16 && M == 64 ? 3 : 4;
 }
@@ -176,9 +176,9 @@ __device__ __forceinline__ void mma_b_operands(T (&b)[2], const T (&a)[2], int q
 //     with r = acc(kb) (its right-hand sides minus the earlier blocks' contributions) as B operands,
 //     X(kb) = L(kb, kb)^-1 r and, for the blocks below, acc(rb) -= W(rb, kb) r, all on the tensor
 //     cores.
-// The blocks below are updated two at a time (dmma_rows; H200, batch 4096 of 64x64 complex128,
-// folding: 284-285 us against 381-382 one at a time). Pairing X(kb) with acc(kb + 1) too, or the
-// fold's W (mma_fold_inverses, which then spilled), was slower.
+// The blocks below are updated two at a time (dmma_rows), faster than one at a time. Pairing X(kb)
+// with acc(kb + 1) too, or the fold's W (mma_fold_inverses, which then spills), is slower
+// (docs/experiments.md).
 template <typename T, int M, bool kInverses, bool kExact = false, bool kUnit = false>
 __device__ __forceinline__ void mma_solve_blocks(T (&acc)[M / 8][2], const T* Ls, const T* Ps, int lane,
                                                  const SolveProblem<T>& p, T* X, int64_t jl) {
@@ -295,7 +295,7 @@ small_solve_mma_kernel(SolveProblem<T> p, int64_t ntiles, bool contiguous) {
   int64_t held = -1;  // kFold: the offset of the A whose inverses and W are in Is and Ls
   // contiguous (kFold with A batched): block b takes a contiguous range of tasks, so that the
   // column tiles of one A follow each other in a block (task = batch entry * ntiles + tile); else
-  // grid-stride (with one A for all tasks it was faster).
+  // grid-stride (faster with one A for all tasks: docs/experiments.md).
   const bool chunked = kFold && contiguous;
   const int64_t chunk = chunked ? (ntasks + gridDim.x - 1) / gridDim.x : 1;
   const int64_t first = chunked ? blockIdx.x * chunk : blockIdx.x, step = chunked ? 1 : gridDim.x;

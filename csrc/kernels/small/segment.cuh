@@ -47,7 +47,7 @@ __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], cons
     for (int s = 0; s < kRows; ++s) r[s] = Rs[lane + s * kSeg];
   }
   // (Row block s, then the lane src of the segment holding its row: k = kSeg s + src. Written as
-  // one loop over k, nvcc emitted different and slower code for the 8-lane segments.)
+  // one loop over k, nvcc emits different and slower code for the 8-lane segments.)
 #pragma unroll
   for (int s = 0; s < kRows; ++s) {
 #pragma unroll
@@ -100,11 +100,12 @@ __device__ __forceinline__ void substitute_segment(T (&b)[kCols][M / kSeg], cons
 // give bitwise the results of substitute_segment (H200); complex ones can differ in the last bit
 // at M = 32, where the compiler fuses the complex products' multiply-adds differently.
 // kSteps steps per iteration of a rolled loop (kSteps = kSeg: fully unrolled). Fully unrolled at
-// 64 rows, a single solve (one warp per scheduler, each instruction run once) waited mostly for
+// 64 rows, a single solve (one warp per scheduler, each instruction run once) waits mostly for
 // its instructions to be fetched (Nsight Compute's "no instruction" stall); rolled, the code stays
 // in the instruction cache, at the cost of run-time addresses and of loads no longer hoisted
 // across iterations (see kBlockedSteps64). Loading the pivots from L with B (no finish_pivots),
-// and staging the triangle in groups of columns for the substitution to start on, were slower.
+// and staging the triangle in groups of columns for the substitution to start on, are slower
+// (docs/experiments.md).
 template <typename T, int M, int kSeg, bool kExact, bool kUnit, int kSteps = kSeg>
 __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], const T* Ls, const T* Rs, int lane) {
   constexpr int kRows = M / kSeg;
@@ -190,9 +191,9 @@ __device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg],
 
 // Blocks of the segment kernel that the register allocator must fit on one multiprocessor. For
 // 8-lane segments (batches: occupancy matters) 4 of 256 threads (64 registers) for 8-byte types
-// and 3 (80 registers, a few spilled) for complex128 (4 spilled more and lost). Left to ptxas,
-// complex64 took 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a
-// time; H200, batch 4096 of 64x64: 383.7 us against 306.2 with 4 blocks).
+// and 3 (80 registers, a few spilled) for complex128 (4 spill more and are slower). Left to ptxas,
+// complex64 takes 82 registers, so only 2 blocks fit (registers are allocated 8 per thread at a
+// time), which is slower (docs/experiments.md).
 // Two columns per segment: 2 blocks (128 registers; complex128 at 48 rows spills 68 bytes).
 template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int segment_min_blocks() {
   return kSeg != 8 ? 1 : kCols > 1 ? 2 : sizeof(T) >= 16 ? 3 : 4;
@@ -210,8 +211,8 @@ template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int
 // kCols columns per strided segment (columns j, j + kThreads / kSeg, ...): each L(i, k) read from
 // shared memory (the L1 data pipe bounds the 8-lane segments) then serves kCols multiply-adds. Two
 // columns at 2 blocks of 256 threads per multiprocessor (128 columns in flight, as one column at 4
-// blocks; 96 at 3) won for complex128 at 48 rows (H200, batch 4096 of 48x48: 341.2 vs 357.3 us)
-// and lost for complex64 at 64 rows, where the launcher keeps one (launch_narrow_segments).
+// blocks; 96 at 3) are faster for complex128 at 48 rows and slower for complex64 at 64 rows, where
+// the launcher keeps one (launch_narrow_segments; docs/experiments.md).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
           int kCols = 1>

@@ -73,8 +73,8 @@ constexpr int kBlockedThreads = 128;   // blocked segments: a few columns per bl
 constexpr int kWarpTaskThreads = 128;  // warp-task kernel: one matrix per warp
 constexpr int kTileThreads = 256;      // tile kernel, eight warps (four for narrow B)
 constexpr int kSegment = 32;           // lanes per column of warp-wide segments (also on 64-wide wavefronts)
-// Lanes per column of the segment kernel for complex batches (on the H200, at batches of 32x32 and
-// 64x64, 8 lanes beat 2, 4 and 32 lanes and the column kernel).
+// Lanes per column of the segment kernel for complex batches: 8, chosen over 2, 4 and 32 lanes and
+// the column kernel at batches of 32x32 and 64x64 on the H200 (docs/experiments.md).
 constexpr int kNarrowSegment = 8;
 
 // Thresholds.
@@ -83,9 +83,8 @@ constexpr int64_t kFewColumns = 2048;            // batch * n up to which m > 16
 constexpr int64_t kWarpTaskMaxColumns = 4;       // columns per matrix up to which a batch takes one warp per matrix
 constexpr int kWarpTaskMinBatchPerSM = 4;        // ... with at least this many matrices per multiprocessor
 // Steps per loop iteration of the blocked substitution (substitute_segment_blocked) at M = 64,
-// unless forced (override segment_steps); at M = 32 (16 steps) it stays fully unrolled, where 4
-// steps lost for every dtype (H200, single 64x64 complex128 solve: 6.20 us at 4 steps, 6.70 fully
-// unrolled).
+// unless forced (override segment_steps): 4, faster there than fully unrolled; at M = 32 (16 steps)
+// it stays fully unrolled, faster there than 4 steps for every dtype (docs/experiments.md).
 constexpr int kBlockedSteps64 = 4;
 
 // 8-lane segments (narrow segments) are built and chosen on CUDA only. On AMD (64-wide wavefronts;
@@ -95,11 +94,11 @@ constexpr int kBlockedSteps64 = 4;
 constexpr bool small_narrow_segments(const SmallDevice& d) { return !d.hip; }
 
 // Rows per lane of warp-wide segments unless forced (override segment_rows): 2 contiguous rows
-// (the blocked substitution, M / 2 lanes per column). It beat strided rows at every order and dtype
-// measured on single solves (H200, 64x64 float32: 3.87 vs 5.14 us); 4 rows per lane (16 lanes) lost
-// to 2. Not measured on AMD, which keeps strided rows. Besides single solves this covers the other
-// few-column cases given to warp-wide segments (batch * n <= kFewColumns; batches of one or two 8-
-// or 16-byte columns below the warp-task threshold), timed there only through the test suite's runs.
+// (the blocked substitution, M / 2 lanes per column), faster on single solves than strided rows at
+// every order and dtype, and than 4 rows per lane (16 lanes; docs/experiments.md). Tuned on the
+// H200 only; AMD keeps strided rows. Besides single solves this covers the other few-column cases
+// given to warp-wide segments (batch * n <= kFewColumns; batches of one or two 8- or 16-byte
+// columns below the warp-task threshold), which are not tuned on their own.
 constexpr int small_blocked_rows(const SmallDevice& d) { return d.hip ? 1 : 2; }
 
 // Whether a column of M rows fits one column-kernel thread's registers.
@@ -116,9 +115,9 @@ constexpr bool column_packed(SmallDtype t, int M, int H, bool row_major) {
   return (H < M && small_dtype_bytes(t) >= 16) || column_split_capped(t, M, H, row_major);
 }
 // float32's split kernel packs its triangle too (rows padded to 16 bytes: 8.5 KB instead of 16)
-// where A is batched, but not where one A serves the call, where packing lost (H200, batch 4096 of
-// 64x64, A broadcast: 68.4 vs 63.0 us), so the layout is chosen at run time. (Row-major L; not
-// measured on AMD.)
+// where A is batched, but not where one A serves the call, where packing is slower
+// (docs/experiments.md), so the layout is chosen at run time. (Row-major L; tuned on the H200 only,
+// AMD does not pack.)
 constexpr bool column_packs_batched_a(SmallDtype t, int M, int H, bool hip) {
   return !hip && H < M && t == SmallDtype::kFloat32;
 }
@@ -134,8 +133,7 @@ constexpr int segment_columns(SmallDtype t, int M) { return t == SmallDtype::kCo
 
 // The tile kernel: columns per warp (tiles.cuh: tile_warp_cols), and substitution steps per loop
 // iteration unless forced: one for 8-byte types, four for complex128, whose lanes hold one column,
-// so a step is half the code (H200, batch 4096 of 64x64: complex64 219 us at one step, 344 at
-// four; complex128 424 at one, 347 at four).
+// so a step is half the code (the faster count for each: docs/experiments.md).
 constexpr int tile_columns(SmallDtype t) { return 8 * (small_dtype_bytes(t) >= 16 ? 1 : 2); }
 constexpr int tile_steps(SmallDtype t) { return small_dtype_bytes(t) >= 16 ? 4 : 1; }
 
@@ -199,7 +197,7 @@ inline SmallPlan tile_plan(const SmallShape& s) {
 
 // The tensor-core kernel of M rows. Four warps (32 columns per task) for B of at most 32 columns,
 // for complex128 at 64 rows (161-168 registers and 3 blocks per multiprocessor against 128 with
-// spills and 2; H200, batch 4096 of 64x64: 421 vs 444 us) and for A broadcast over a batch, else
+// spills and 2: docs/experiments.md) and for A broadcast over a batch, else
 // eight (64 columns per task), unless forced (mma_warps). The folding variant where one A serves
 // every task, or a matrix has several column tiles (unless mma_fold = 0), or where forced
 // (mma_fold = 1: also one tile per matrix, each task folding its own A).
@@ -238,31 +236,31 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
   // rows (a single solve) and for batches of single vectors in 8- and 16-byte types; 8-lane
   // segments for complex solves with more columns in all (batch * n > kFewColumns: batches, or one
   // wide B) of orders beyond 48 (complex64) or 32 (complex128), where a column fills too many of
-  // one thread's registers (below them the column kernel won: H200, batch 10000 of 32x32 complex64,
-  // 105 vs 155 us). Large complex batches take the tile kernel or the tensor-core kernel instead
-  // where they won (below). Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide
+  // one thread's registers (below them the column kernel is faster: docs/experiments.md). Large
+  // complex batches take the tile kernel or the tensor-core kernel instead where those are faster
+  // (below). Without 8-lane segments (AMD), complex64 beyond 48 rows takes warp-wide
   // segments unless a batch has more than 64 columns per matrix.
   const bool few_columns =
       s.m > 16 && (s.batch * s.n <= kFewColumns || (s.n <= 2 && bytes >= 8) ||
                    (!narrow_built && complex64 && s.m > 48 && (s.n <= 64 || s.batch == 1)));
   const bool narrow_segments = narrow_built && !few_columns && complex && s.m > (complex64 ? 48 : 32);
   // Large batches of a few columns each: one matrix per warp (the warp-task segment kernel), except
-  // float32 batches beyond kFewColumns columns in all, which the column kernel takes (it won there:
-  // batch 10000 of 32x32, n = 1, 26 vs 37 us on the H200).
+  // float32 batches beyond kFewColumns columns in all, which the column kernel takes (faster there:
+  // docs/experiments.md).
   const bool warp_tasks_wanted =
       s.kernel == SmallKernel::kWarpTasks ||
       (s.kernel == SmallKernel::kAuto && s.m > 16 && (bytes >= 8 || s.batch * s.n <= kFewColumns) &&
        s.n <= kWarpTaskMaxColumns && many);
   // The tile kernel at 33-64 rows when forced (small_kernel=tiles); unforced, for large
   // complex batches (at least 4 matrices per multiprocessor): complex64 of 49-64 rows with 64
-  // columns or more per matrix (not at 48 rows, where the column kernel won); complex128 of 33-64
-  // rows with A batched and 48-128 columns per matrix, and of 49-64 rows with 48 or more columns,
-  // wherever the tensor-core kernel is not taken (below: before sm_80, with column_rows set, and for
-  // A batched with 48-128 columns per matrix where its products do not go in pairs: mma_pairs).
-  // H200, batch 4096 of 64x64 complex64: 204 us against 332 for the 8-lane segments. Both kernels
+  // columns or more per matrix (not at 48 rows, where the column kernel is faster); complex128 of
+  // 33-64 rows with A batched and 48-128 columns per matrix, and of 49-64 rows with 48 or more
+  // columns, wherever the tensor-core kernel is not taken (below: before sm_80, with column_rows
+  // set, and for A batched with 48-128 columns per matrix where its products do not go in pairs:
+  // mma_pairs). There it is faster than the 8-lane segments (docs/experiments.md). Both kernels
   // pad (the tile kernel to 64 rows, the segments to 48), so their times are taken to be flat over
-  // 33-48 rows, where only 48 was measured; widths of 48-63 columns were measured at 48 rows only.
-  // Kept off AMD, where it was not measured.
+  // 33-48 rows, tuned at 48 rows only, as are widths of 48-63 columns. Tuned on the H200 only; AMD
+  // does not take it.
   const bool tiles_wanted =
       s.kernel == SmallKernel::kTiles ||
       (s.kernel == SmallKernel::kAuto && !d.hip && complex &&
@@ -273,10 +271,10 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
     // 49-64 rows with many columns in all (batches; one wide B), and of 33-48 rows where the tile
     // kernel would be taken (large batches, A batched, 48-128 columns per matrix; the tensor-core
     // kernel pads them to 64 rows), where its row-block products go in pairs (mma_pairs; without
-    // them the tile kernel keeps those batches, where it was faster); for float64 ones of 49-64
-    // rows with one A for every task and 64 columns or more per matrix. H200, batch 4096 of 64x64
-    // complex128: 284 us against 303 for the tile kernel. Not for float64 with A batched (the
-    // column kernel won) or complex128 at 32 rows.
+    // them the tile kernel, faster there, keeps those batches); for float64 ones of 49-64 rows with
+    // one A for every task and 64 columns or more per matrix. There it is faster than the tile
+    // kernel (docs/experiments.md). Not for float64 with A batched (the column kernel is faster) or
+    // complex128 at 32 rows.
     const bool tiles_first = tiles_wanted && s.n <= 128 && !s.a_shared && !mma_pairs(d);  // (complex128)
     const bool mma_wanted =
         s.kernel == SmallKernel::kMma ||
@@ -306,17 +304,17 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
       // 17-32 rows of a complex type, 16 at a time (the split kernel), when asked for
       // (column_rows = 16) or for complex64 batches of at least 4 matrices per multiprocessor: 93
       // registers instead of 123 let 5 blocks of 128 threads run per multiprocessor instead of 4
-      // (H200, batch 10000 of 32x32 complex64: 73.9 vs 77.9 us). complex128 keeps whole columns
-      // (its split did not win). Kept off AMD, where it was not measured.
+      // (docs/experiments.md). complex128 keeps whole columns (its split is no faster). Tuned on
+      // the H200 only; AMD keeps whole columns.
       const bool split16 = complex && (s.column_rows == 16 || (!d.hip && complex64 && s.column_rows == 0 && many));
       return split16 ? column_plan(s, d, 32, 16) : column_plan(s, d, 32, 32);
     }
     // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
-    // split kernel, which holds 32 rows at a time, is asked for (column_rows = 16 or 32) or measured
-    // better on the H200 (kept off AMD, where it was not measured): float64 and float32 at 49-64
-    // rows (float32's split kernel needs 114 registers, not 142; batch 4096 of 64x64: float64 132.7
-    // vs 140.2 us, float32 69.6 vs 77.9). Complex128, whose column does not fit, takes the split
-    // kernel only when the column kernel is forced; else the segment kernel.
+    // split kernel, which holds 32 rows at a time, is asked for (column_rows = 16 or 32) or faster
+    // (tuned on the H200 only; AMD keeps whole columns): float64 and float32 at 49-64 rows
+    // (float32's split kernel needs 114 registers, not 142; docs/experiments.md). Complex128, whose
+    // column does not fit, takes the split kernel only when the column kernel is forced; else the
+    // segment kernel.
     const bool split = (s.column_rows != 0 && s.column_rows <= 32) ||
                        (!d.hip && s.column_rows == 0 && s.m > 48 &&
                         (t == SmallDtype::kFloat64 || t == SmallDtype::kFloat32));
@@ -334,7 +332,7 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
   const int rows = s.segment_rows ? s.segment_rows : small_blocked_rows(d);  // (warp-wide segments only)
   if (s.m <= 32) return segment_plan(s, d, 32, lanes, rows, s.segment_steps);
   // 33-48 rows with 8-lane segments (complex128 batches, or forced): 6 rows per lane (padding to
-  // 64 would do 1.8x the work: H200, batch 4096 of 48x48 complex128, 515 us padded, 350 at 48 rows).
+  // 64 would do 1.8x the work; docs/experiments.md).
   if (narrow_built && complex && s.m <= 48 && lanes == kNarrowSegment) return segment_plan(s, d, 48, lanes, rows, 0);
   return segment_plan(s, d, 64, lanes, rows, s.segment_steps);
 }

@@ -20,8 +20,8 @@
 //     the other kernels, and the value stored is the one broadcast.
 // The four steps of a slot are a loop of kSteps steps per iteration: one for 8-byte types, four
 // (the slot unrolled) for complex128, whose lanes hold one column, so a step is half the code
-// (select.h: tile_steps; unrolled, complex64's slots lost, presumably to the instruction cache: not
-// profiled).
+// (select.h: tile_steps; unrolled, complex64's slots are slower, presumably for the instruction
+// cache: not profiled).
 // Registers: at most 128 per thread (4 blocks of 128 threads per multiprocessor). Tasks whose
 // pivots need a division leave the tiles (substitute_column_exact): with the division inlined in
 // the substitution, ptxas (CUDA 13.0, sm_90) spilled for complex64 and complex128, and kept one
