@@ -84,7 +84,7 @@ BlockPlan = collections.namedtuple("BlockPlan", "nb variant ib source path rows 
 
 
 def block_plan(dtype, k, rhs_cols=None, *, a_shared=True, gpu=None, capability=None, table="", batch=1, paths=""):
-    """The plan (csrc/blocking.h) of a CUDA solve with a k x k triangle (k > 64) and rhs_cols
+    """The plan (csrc/planner.h) of a CUDA solve with a k x k triangle (k > 64) and rhs_cols
     right-hand-side columns in all (default k: a square solve; (n or m) x batch, over `batch`
     matrices), under the current overrides: what such a solve runs on the current CUDA device, or on
     the GPU named by gpu and capability (e.g. "NVIDIA H200", "9.0"; no GPU needed). table: a table

@@ -334,7 +334,7 @@ def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
         >>> hsma_trsm.plan(A, B).path                      # CPU tensors; on CUDA "sweep", "blocked", ...
         'lapack'
 
-    Method: csrc/blocking.cpp (plan_blocking) from the GPU's path table (``hsma_trsm/tuning/<gpu>-paths.csv``,
+    Method: csrc/planner.cpp (plan_large) from the GPU's path table (``hsma_trsm/tuning/<gpu>-paths.csv``,
     measured by ``python -m benchmarks.tune_paths``; ``HSMA_TRSM_PATHS`` names another) and block-size table.
     """
     try:

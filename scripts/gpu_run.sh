@@ -33,7 +33,9 @@ if [[ " $STAGES " == *" build "* ]]; then
   echo "== build"
   start=$(date +%s)
   # In place (ninja, incremental: a warm machine recompiles only what changed); the checkout is on PYTHONPATH.
-  if TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=$(nproc) "$PY" setup.py build_ext --inplace \
+  # HSMA_TRSM_ABLATION=1: the ablation kernel too, for the small suite's kernel ablation.
+  if HSMA_TRSM_ABLATION=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=$(nproc) "$PY" setup.py \
+      build_ext --inplace \
       >"$OUTDIR/build.log" 2>&1; then
     echo "build ok in $(( $(date +%s) - start )) s"
     grep -E "registers|spill|smem" "$OUTDIR/build.log" | sort -u | head -n 40 || true

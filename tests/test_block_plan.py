@@ -1,4 +1,4 @@
-"""The plan of orders above 64 (csrc/blocking.h, hsma_trsm._ops.block_plan): one function decides
+"""The plan of orders above 64 (csrc/planner.h, hsma_trsm._ops.block_plan): one function decides
 between the sweep (with its row block, panel width and task length) and the blocked path (NB, the
 variant and IB from the block-size table and the rules after it); host logic, so the H200's plan is
 asked for here without a GPU."""

@@ -1,4 +1,4 @@
-"""The path of a solve (csrc/paths.h, csrc/blocking.cpp; hsma_trsm.plan): for orders above 64 on CUDA the GPU's
+"""The path of a solve (csrc/paths.h, csrc/planner.cpp; hsma_trsm.plan): for orders above 64 on CUDA the GPU's
 path table decides between hsma's paths and torch's own kernel ("aten"). The planner's decisions are derived
 here from the shipped table itself (never copied into the test), asked for the H200 without a GPU; the hand-off
 and every forced path run on the GPU where there is one."""

@@ -1,5 +1,5 @@
 """Where the sweep (csrc/kernels/sweep.cu) should give way to the blocked path, and which row block
-and task length it should take (development tool; thresholds live in csrc/blocking.cpp).
+and task length it should take (development tool; thresholds live in csrc/planner.cpp).
 
 For each (dtype, order k, columns n), left lower, one matrix: eager (event-timed isolated call) and
 GPU-only (CUDA-graph replay) time of torch, of the blocked path (override sweep=0) and of the sweep
