@@ -49,10 +49,14 @@ def gpu_toolchain():
         return False
     missing = [f for f in files if home is None or not os.path.exists(os.path.join(home, f))]
     if missing:
-        kit = "ROCm" if torch.version.hip is not None else f"CUDA {torch.version.cuda}"
-        print(f"hsma_trsm: building the CPU-only extension: the {kit} toolkit is incomplete or absent "
-              f"({home or 'not found'}: no {', '.join(missing)}); for the GPU kernels install it and set "
-              f"{'ROCM_HOME' if torch.version.hip is not None else 'CUDA_HOME'} to it")
+        hip = torch.version.hip is not None
+        usual = "/opt/rocm" if hip else "/usr/local/cuda"
+        found = (f" ({usual} has a toolkit: set {'ROCM_HOME' if hip else 'CUDA_HOME'}={usual})"
+                 if usual != home and all(os.path.exists(os.path.join(usual, f)) for f in files) else "")
+        print(f"hsma_trsm: building the CPU-only extension (LAPACK through ATen): the "
+              f"{'ROCm' if hip else 'CUDA ' + str(torch.version.cuda)} toolkit at {home or '(none found)'} lacks "
+              f"{', '.join(missing)}; for the GPU kernels set {'ROCM_HOME' if hip else 'CUDA_HOME'} to a full "
+              f"toolkit{found}")
     return not missing
 
 
@@ -84,7 +88,8 @@ def extension():
             include_dirs=[os.path.join(HERE, "csrc")],
             extra_compile_args={"cxx": cxx, "nvcc": ["-O3"] + (["-DHSMA_TRSM_ABLATION"] if ablation else [])},
         )
-    print("hsma_trsm: building the CPU-only extension (LAPACK through ATen; a few minutes)")
+    if os.environ.get("HSMA_TRSM_FORCE_CPU") == "1" or torch.version.cuda is None and torch.version.hip is None:
+        print("hsma_trsm: building the CPU-only extension (LAPACK through ATen)")
     return cpp_extension.CppExtension(
         "hsma_trsm._C", host, include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args=cxx
     )

@@ -202,6 +202,8 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
           agree (same result dtype, same values).
         - ``out`` that overlaps A (e.g. ``out=A``): the solve reads A before ``out`` is written,
           so the result is right; torch overwrites A with B first and returns garbage.
+        - A and B on two devices raise, a meta one beside a real one included; torch returns a meta
+          tensor for that mix without checking the other operand.
 
     Dtypes: float32, float64, complex64, complex128, bfloat16, float16 (others, after promotion,
     raise :class:`UnsupportedDtypeError`, a TypeError and NotImplementedError; torch has no
@@ -415,7 +417,7 @@ def _not_bool(fn, name, value):
 
 def _unsupported(fn, dtype, dtypes=_C.trsm_dtypes):
     names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
-    return UnsupportedDtypeError(f"{fn}: no solver for dtype {dtype} ({names})")
+    return UnsupportedDtypeError(f"{fn}(): no solver for dtype {dtype} ({names})")
 
 
 # Errors of the ops below a public function, whose messages start with the op's name ("hsma::trsm: A is 3x3 ..."):
