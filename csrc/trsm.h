@@ -101,6 +101,11 @@ void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                     bool unit);
 
+// The layout of torch.linalg.solve_triangular's result (its meta function), which the switch's kernel and the
+// drop-in's out= both give: row-major matrices where A, broadcast against B, is a conjugate view whose transpose
+// is contiguous (torch then solves without copying A), column-major otherwise.
+bool torch_solve_row_major(const at::Tensor& A, const at::Tensor& B);
+
 // The typed handle of a torch.ops.hsma operator, e.g. hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::x");
 // callers keep it in a function-local static.
 template <typename Signature> c10::TypedOperatorHandle<Signature> hsma_op(const char* name) {

@@ -468,10 +468,8 @@ def _solve_triangular_out(A, B, upper, left, unitriangular, out):
         A, B = A.float(), B.float()
     X = torch.ops.hsma.trsm(A, B, left=left, upper=upper, unitriangular=unitriangular)
     if _check_out("hsma_trsm.solve_triangular", out, X, stacklevel=4):
-        # torch.linalg.solve_triangular leaves a resized out column-major (Fortran) in its last two
-        # dims, except when A (broadcast) is a column-major conjugate view.
-        A_b = A.expand(*X.shape[:-2], *A.shape[-2:]) if A.shape[:-2] != X.shape[:-2] else A
-        if A_b.is_conj() and A_b.mT.is_contiguous():
+        # torch.linalg.solve_triangular's layout for a resized out (the rule's one home: csrc/trsm.h)
+        if _C.torch_solve_row_major(A, B):
             out.resize_(X.shape)
         else:
             out.resize_(*X.shape[:-2], X.shape[-1], X.shape[-2])

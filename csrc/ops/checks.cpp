@@ -113,6 +113,14 @@ bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool up
   return hands_off;
 }
 
+bool torch_solve_row_major(const at::Tensor& A, const at::Tensor& B) {
+  if (!A.is_conj()) return false;
+  std::vector<int64_t> a_sizes = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+  a_sizes.push_back(A.size(-2));
+  a_sizes.push_back(A.size(-1));
+  return A.expand(a_sizes).mT().is_contiguous();
+}
+
 // torch.ops.hsma.trsm through the dispatcher (typed, unboxed): the autograd kernel's nested
 // solves and the Python entry (csrc/ops/python_entry.cpp) call it.
 at::Tensor call_trsm(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,

@@ -243,6 +243,19 @@ PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py
   END_HANDLE_TH_ERRORS
 }
 
+// _C.torch_solve_row_major(A, B) -> bool: the layout rule of torch's result (trsm.h), for solve_triangular's out=.
+PyObject* row_major_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 2, "hsma_trsm._C.torch_solve_row_major takes 2 positional arguments (A, B)")) return nullptr;
+  if (!THPVariable_Check(args[0]) || !THPVariable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "hsma_trsm._C.torch_solve_row_major: A and B must be tensors");
+    return nullptr;
+  }
+  if (torch_solve_row_major(THPVariable_Unpack(args[0]), THPVariable_Unpack(args[1]))) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
     {"trsm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(trsm_entry)), METH_FASTCALL,
      "trsm(A, B, left, upper, trans, unitriangular, alpha) -> Tensor or None: torch.ops.hsma.trsm by a typed "
@@ -256,6 +269,9 @@ PyMethodDef methods[] = {
      METH_FASTCALL, "cholesky_inverse(L, upper) -> Tensor or None: torch.ops.hsma.cholesky_inverse, as trsm."},
     {"lu_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(lu_solve_entry)), METH_FASTCALL,
      "lu_solve(LU, pivots, B, left, adjoint) -> Tensor or None: torch.ops.hsma.lu_solve, as trsm."},
+    {"torch_solve_row_major", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(row_major_entry)),
+     METH_FASTCALL, "torch_solve_row_major(A, B) -> bool: whether torch.linalg.solve_triangular's result is "
+     "row-major for these operands (csrc/trsm.h)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",

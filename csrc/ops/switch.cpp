@@ -65,12 +65,7 @@ at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper
   if (!takes(A, B, left ? -2 : -1) || plan_hands_off(A, B, left, upper, "N", unit))
     return at::native::linalg_solve_triangular(A, B, upper, left, unit);
   const Serving s(kSolveTriangular);
-  // torch's layout (its meta function): row-major X where A, broadcast, is a conjugate view whose transpose is
-  // contiguous (torch then solves without copying A); column-major otherwise.
-  std::vector<int64_t> a_sizes = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
-  a_sizes.push_back(A.size(-2));
-  a_sizes.push_back(A.size(-1));
-  if (A.is_conj() && A.expand(a_sizes).mT().is_contiguous()) return call_trsm(A, B, left, upper, "N", unit, 1);
+  if (torch_solve_row_major(A, B)) return call_trsm(A, B, left, upper, "N", unit, 1);  // torch's layout
   // left: X^T A^T = B^T; right: A^T X^T = B^T
   return call_trsm(A, B.mT(), !left, upper, "T", unit, 1).mT();
 }
