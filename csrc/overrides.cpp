@@ -151,7 +151,6 @@ std::string parse_spec(const std::string& spec, Overrides* o, std::string* canon
     if (values[i].empty() || values[i] == kKeys[i].unforced) continue;
     *canonical += (canonical->empty() ? "" : ",") + std::string(kKeys[i].name) + "=" + values[i];
   }
-  o->small_forced = small_knobs_forced(o->small);
   return "";
 }
 

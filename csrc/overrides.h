@@ -45,7 +45,6 @@ struct Overrides {
   // 1 the small inverse kernel (where it applies: real, k <= 64).
   int inverse = -1;
   // Derived when set.
-  bool small_forced = false;  // a small-path knob differs from its default
   const char* spec = "";      // canonical spec: the keys set, in kKeys' order
 };
 

@@ -43,6 +43,7 @@ typedef cudaError_t hsmaError_t;
 #endif
 
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 
 // A kernel's register cap per thread, whatever its block size (__maxnreg__, CUDA 12.4+; a kernel
@@ -212,36 +213,46 @@ struct DeviceInfo {
   int prop_major = 0, prop_minor = 0;  // the device properties' major.minor (CUDA and AMD alike)
 };
 
+// Thread-safe: the first call for a device queries it under a lock; an entry is published (release / acquire)
+// only once its properties query succeeded, so a failed query is retried by the next call.
 inline const DeviceInfo& device_info(int dev) {
   static DeviceInfo cache[64];
-  DeviceInfo& info = cache[dev & 63];
-  if (info.warp_size == 0) {
-    info.device = dev;
+  static std::atomic<bool> filled[64];
+  static std::mutex fill_lock;
+  const int i = dev & 63;
+  if (filled[i].load(std::memory_order_acquire)) return cache[i];
+  const std::lock_guard<std::mutex> guard(fill_lock);
+  DeviceInfo& info = cache[i];
+  if (filled[i].load(std::memory_order_relaxed)) return info;
+  DeviceInfo q;
+  q.device = dev;
 #if HSMA_HIP
-    hipDeviceProp_t prop;
-    if (hipGetDeviceProperties(&prop, dev) == hipSuccess) {
+  hipDeviceProp_t prop;
+  const bool ok = hipGetDeviceProperties(&prop, dev) == hipSuccess;
 #else
-    cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+  cudaDeviceProp prop;
+  const bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
 #endif
-      for (int i = 0; i < 255 && prop.name[i] != '\0'; ++i) info.name[i] = prop.name[i];
-      info.prop_major = prop.major;
-      info.prop_minor = prop.minor;
-    }
-#if HSMA_HIP
-    (void)hipDeviceGetAttribute(&info.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
-    (void)hipDeviceGetAttribute(&info.shared_optin, hipDeviceAttributeMaxSharedMemoryPerBlock, dev);
-    (void)hipDeviceGetAttribute(&info.warp_size, hipDeviceAttributeWarpSize, dev);
-#else
-    (void)cudaDeviceGetAttribute(&info.shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    (void)cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
-    (void)cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
-    (void)cudaDeviceGetAttribute(&info.warp_size, cudaDevAttrWarpSize, dev);  // (last: marks the entry filled)
-#endif
-    if (info.multiprocessors <= 0) info.multiprocessors = 80;
-    if (info.shared_optin <= 0) info.shared_optin = kSharedBudgetBytes;
-    if (info.warp_size <= 0) info.warp_size = 32;
+  if (ok) {
+    for (int c = 0; c < 255 && prop.name[c] != '\0'; ++c) q.name[c] = prop.name[c];
+    q.prop_major = prop.major;
+    q.prop_minor = prop.minor;
   }
+#if HSMA_HIP
+  (void)hipDeviceGetAttribute(&q.multiprocessors, hipDeviceAttributeMultiprocessorCount, dev);
+  (void)hipDeviceGetAttribute(&q.shared_optin, hipDeviceAttributeMaxSharedMemoryPerBlock, dev);
+  (void)hipDeviceGetAttribute(&q.warp_size, hipDeviceAttributeWarpSize, dev);
+#else
+  (void)cudaDeviceGetAttribute(&q.shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  (void)cudaDeviceGetAttribute(&q.multiprocessors, cudaDevAttrMultiProcessorCount, dev);
+  (void)cudaDeviceGetAttribute(&q.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+  (void)cudaDeviceGetAttribute(&q.warp_size, cudaDevAttrWarpSize, dev);
+#endif
+  if (q.multiprocessors <= 0) q.multiprocessors = 80;
+  if (q.shared_optin <= 0) q.shared_optin = kSharedBudgetBytes;
+  if (q.warp_size <= 0) q.warp_size = 32;
+  info = q;
+  if (ok) filled[i].store(true, std::memory_order_release);
   return info;
 }
 

@@ -51,7 +51,7 @@ template <typename T>
 hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
-  const DeviceInfo dev = current_device_info();
+  const DeviceInfo& dev = current_device_info();
   const SmallPlan plan = choose_small_kernel(small_shape(p), small_device(dev));
   switch (plan.family) {
     case SmallFamily::kColumns:

@@ -367,7 +367,7 @@ hsmaError_t launch_pipeline(const SolveProblem<C>& p, hsmaStream_t stream) {
   const hsmaError_t err = resident_blocks(reinterpret_cast<const void*>(&small_pipeline_kernel<kUnit>), kThreads,
                                           kPipelineSmemBytes, blocks_per_sm, &per_sm);
   if (err != hsmaSuccess) return err;
-  const DeviceInfo info = current_device_info();
+  const DeviceInfo& info = current_device_info();
   const int64_t ntiles = (p.n + kGroup - 1) / kGroup;
   const int64_t ntasks = p.batch * ntiles;
   int64_t blocks = int64_t(per_sm) * info.multiprocessors;

@@ -96,15 +96,6 @@ template <typename Dst, typename Src> void copy_small_knobs(Dst& dst, const Src&
 #undef HSMA_X
 }
 
-// Whether a knob differs from its default.
-inline bool small_knobs_forced(const SmallKnobs& k) {
-  bool forced = false;
-#define HSMA_X(field, key, type, dflt, rule) forced = forced || k.field != type(dflt);
-  HSMA_SMALL_KNOBS(HSMA_X)
-#undef HSMA_X
-  return forced;
-}
-
 // SmallKernel's name of v ("" for none).
 inline const char* small_kernel_name(int64_t v) {
 #define HSMA_X(e, value, name) if (v == value) return name;
