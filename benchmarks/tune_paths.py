@@ -7,11 +7,13 @@ On the current CUDA GPU, for every cell (dtype, order k, right-hand-side columns
 times left-lower solves `hsma_trsm.trsm(A, B)` with the path forced (the override `path`: blocked, sweep, aten =
 torch's own kernel reached through hsma) and torch.linalg.solve_triangular itself, each eager (isolated calls, host
 launch cost included) and GPU-only (CUDA-graph replay). A cell takes the path whose worse ratio to torch, eager
-or GPU-only, is the best (choose_path), and the table the C++ plan reads gets one row per cell
-with every time measured (default: <repo>/out/tune/<gpu>-sm<cc>-paths.csv; copy it to hsma_trsm/tuning/ to ship
-it, or point the library at it with HSMA_TRSM_PATHS=path). Cells whose operands pass --mem-gib are left out (the
-plan takes the nearest cell). The sweep is timed up to --sweep-max-cols columns (its chain of row blocks makes
-it slow for more). The rows are written as they are measured, so an interrupted run leaves a usable table.
+or GPU-only, is the best (choose_path); while a CUDA graph is captured, host time is not spent again at replay,
+so the cell's gpu_path is the fastest GPU-only (choose_gpu_path). The table the C++ plan reads gets one row per
+cell with both choices and every time measured (default: <repo>/out/tune/<gpu>-sm<cc>-paths.csv; copy it to
+hsma_trsm/tuning/ to ship it, or point the library at it with HSMA_TRSM_PATHS=path). Cells whose operands pass
+--mem-gib are left out (the plan takes the nearest cell). The sweep is timed up to --sweep-max-cols columns (its
+chain of row blocks makes it slow for more). The rows are written as they are measured, so an interrupted run leaves a usable table.
+--rechoose TABLE takes no GPU: it chooses each cell's paths again from the times the table holds and rewrites it.
 """
 import argparse
 import math
@@ -29,7 +31,7 @@ DEFAULT_KS = [72, 96, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024, 1600, 2
 DEFAULT_COLS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096]
 DEFAULT_BATCHES = [1, 4, 32, 256, 2048]
 PATHS = ("blocked", "sweep", "aten")  # hsma's candidates (LargePath's names); "torch" is the reference
-HEADER = ["dtype", "k", "cols", "batch", "path"] + [f"{p}_us" for p in PATHS + ("torch",)] + \
+HEADER = ["dtype", "k", "cols", "batch", "path", "gpu_path"] + [f"{p}_us" for p in PATHS + ("torch",)] + \
          [f"{p}_gpu_us" for p in PATHS + ("torch",)]
 
 
@@ -54,6 +56,29 @@ def choose_path(eager, gpu):
     if not ok or not (math.isfinite(te) and math.isfinite(tg)):
         return None
     return min(ok, key=lambda p: (max(eager[p] / te, gpu[p] / tg), PATHS.index(p)))
+
+
+GPU_MARGIN = 0.05  # a path replaces the eager choice under capture only when this much faster GPU-only (noise)
+
+
+def choose_gpu_path(eager_choice, gpu):
+    """The path of a cell while a CUDA graph is captured (replay costs GPU time only): the candidate with the
+    least GPU-only time when it beats eager_choice's by more than GPU_MARGIN, else eager_choice (None stays
+    None)."""
+    if eager_choice is None:
+        return None
+    ok = [p for p in PATHS if math.isfinite(gpu.get(p, math.nan))]
+    best = min(ok, key=lambda p: (gpu[p], PATHS.index(p)))
+    now = gpu.get(eager_choice, math.nan)
+    return best if not math.isfinite(now) or gpu[best] < (1 - GPU_MARGIN) * now else eager_choice
+
+
+def choose(times):
+    """(path, gpu_path) of a cell from {name: (eager us, GPU-only us)}."""
+    names = PATHS + ("torch",)
+    gpu = {p: times[p][1] for p in names}
+    path = choose_path({p: times[p][0] for p in names}, gpu)
+    return path, choose_gpu_path(path, gpu)
 
 
 def time_both(fn, slow_us):
@@ -90,24 +115,57 @@ def table_name():
     return f"{output.slugify(props.name)}-sm{props.major}{props.minor}-paths.csv"
 
 
-def write_table(path, rows, info):
+TITLE = ("# hsma_trsm path table: the path of each (dtype, k, cols, batch) cell, left-lower solves, eager (path) and "
+         "while a CUDA graph is captured (gpu_path); times in us, eager (isolated calls) and gpu (CUDA-graph replay); "
+         "aten = torch's kernel through hsma, torch = torch.linalg.solve_triangular (python -m benchmarks.tune_paths)")
+
+
+def write_table(path, rows, info, meta=None):
+    """The table file: the title, the run's metadata (or `meta`, the '#' lines after a table's title, as they are),
+    the header and the rows."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
-        f.write("# hsma_trsm path table: the path of each (dtype, k, cols, batch) cell, left-lower solves; times in "
-                "us, eager (isolated calls) and gpu (CUDA-graph replay); aten = torch's kernel through hsma, torch = "
-                "torch.linalg.solve_triangular (python -m benchmarks.tune_paths)\n")
-        f.write(f"# gpu: {info['gpu']}\n# capability: {info['capability']}\n")
-        f.write(f"# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n# git: {info['git']}\n")
+        f.write(TITLE + "\n")
+        if meta is None:
+            f.write(f"# gpu: {info['gpu']}\n# capability: {info['capability']}\n")
+            f.write(f"# torch: {info['torch']}\n# cuda: {info['cuda']}\n# date: {info['date']}\n# git: {info['git']}\n")
+        else:
+            f.writelines(line + "\n" for line in meta)
         f.write(",".join(HEADER) + "\n")
         for r in rows:
             f.write(",".join(r) + "\n")
 
 
-def row_of(dtype, k, cols, batch, path, times):
+def row_of(dtype, k, cols, batch, paths, times):
+    """A table row; paths: (path, gpu_path)."""
     fmt = lambda x: f"{x:.1f}" if math.isfinite(x) else ""  # noqa: E731
     names = PATHS + ("torch",)
-    return [bu.dtype_name(dtype), str(k), str(cols), str(batch), path] + [fmt(times[n][0]) for n in names] + \
+    return [bu.dtype_name(dtype), str(k), str(cols), str(batch), *paths] + [fmt(times[n][0]) for n in names] + \
         [fmt(times[n][1]) for n in names]
+
+
+def read_times(path):
+    """(the '#' lines after the title, [(dtype name, k, cols, batch, {name: (eager us, GPU-only us)})]) of a table
+    file (either header: with or without gpu_path)."""
+    with open(path) as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    meta = [line for line in lines if line.startswith("#") and line != TITLE and "path table:" not in line]
+    body = [line.split(",") for line in lines if not line.startswith("#")]
+    col = {name: i for i, name in enumerate(body[0])}
+    num = lambda row, key: float(row[col[key]]) if row[col[key]] else math.nan  # noqa: E731
+    cells = [(r[0], int(r[1]), int(r[2]), int(r[3]),
+              {p: (num(r, f"{p}_us"), num(r, f"{p}_gpu_us")) for p in PATHS + ("torch",)}) for r in body[1:]]
+    return meta, cells
+
+
+def rechoose(path):
+    """Chooses every cell's paths again from the times in the table at `path` and rewrites it; the rows' count."""
+    meta, cells = read_times(path)
+    meta = [m for m in meta if not m.startswith("# rechosen:")] + \
+        [f"# rechosen: {time.strftime('%Y-%m-%d')}, from these times (python -m benchmarks.tune_paths --rechoose)"]
+    rows = [row_of(bu.parse_dtype(d), k, cols, batch, choose(times), times) for d, k, cols, batch, times in cells]
+    write_table(path, rows, None, meta=meta)
+    return len(rows)
 
 
 def summary(results):
@@ -136,7 +194,12 @@ def main(argv=None):
     ap.add_argument("--slow-us", type=float, default=20000.0, help="calls slower than this are timed eager only")
     ap.add_argument("--budget-s", type=float, default=0.0, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--out", default=None, help="table file (default: <repo>/out/tune/<gpu>-sm<cc>-paths.csv)")
+    ap.add_argument("--rechoose", metavar="TABLE", default=None,
+                    help="no timing: choose the paths of TABLE's cells again from its times, and rewrite it")
     args = ap.parse_args(argv)
+    if args.rechoose:
+        print(f"{args.rechoose}: {rechoose(args.rechoose)} cells chosen again from their times")
+        return 0
     if not torch.cuda.is_available():
         print("benchmarks.tune_paths: no CUDA device; the tuner measures the GPU it runs on", file=sys.stderr)
         return 2
@@ -158,12 +221,11 @@ def main(argv=None):
             print(f"{bu.dtype_name(dtype)} k {k} cols {cols} batch {batch}: {str(e)[:200]}", file=sys.stderr)
             torch.cuda.empty_cache()
             continue
-        names = PATHS + ("torch",)
-        path = choose_path({p: times[p][0] for p in names}, {p: times[p][1] for p in names})
-        if path is None:
+        paths = choose(times)
+        if paths[0] is None:
             continue
-        rows.append(row_of(dtype, k, cols, batch, path, times))
-        results.append((bu.dtype_name(dtype), k, cols, batch, path, times))
+        rows.append(row_of(dtype, k, cols, batch, paths, times))
+        results.append((bu.dtype_name(dtype), k, cols, batch, paths[0], times))
         write_table(out, rows, info)
     write_table(out, rows, info)
     print(f"table written to {out} ({len(rows)} cells, {time.perf_counter() - start:.0f} s); use it with "

@@ -22,6 +22,7 @@ namespace hsma {
 
 namespace {
 std::atomic<GpuIdentitySource> g_identity_source{nullptr};
+std::atomic<CaptureSource> g_capture_source{nullptr};
 }  // namespace
 
 void set_gpu_identity_source(GpuIdentitySource source) { g_identity_source.store(source); }
@@ -30,6 +31,13 @@ std::optional<GpuIdentity> gpu_identity(int device) {
   const GpuIdentitySource source = g_identity_source.load();
   if (source == nullptr) return std::nullopt;
   return source(device);
+}
+
+void set_capture_source(CaptureSource source) { g_capture_source.store(source); }
+
+bool stream_capturing(int device) {
+  const CaptureSource source = g_capture_source.load();
+  return source != nullptr && source(device);
 }
 
 const char* path_name(LargePath p) {
@@ -41,8 +49,8 @@ namespace {
 struct Cell {
   int64_t k, cols, batch;
   double lk, lc, lb;  // their logs
-  LargePath path;
-  std::string times;  // "name value, ..." of the measured columns
+  LargePath path, gpu_path;  // eager; while a CUDA graph is captured
+  std::string times;         // "name value, ..." of the measured columns
 };
 
 struct PathTable : TableMeta {  // error empty when loaded
@@ -84,6 +92,7 @@ PathTable parse(const std::string& path) {
   static_cast<TableMeta&>(t) = text;
   if (!t.error.empty()) return t;
   std::vector<std::string> columns;
+  size_t gpu_col = 0;  // the gpu_path column's index (0: none)
   for (const auto& [lineno, line] : text.lines) {
     const std::vector<std::string> f = split(line);
     if (columns.empty()) {
@@ -92,6 +101,8 @@ PathTable parse(const std::string& path) {
         return t;
       }
       columns = f;
+      gpu_col = static_cast<size_t>(std::find(columns.begin(), columns.end(), "gpu_path") - columns.begin());
+      if (gpu_col == columns.size()) gpu_col = 0;
       continue;
     }
     Cell c{};
@@ -102,11 +113,16 @@ PathTable parse(const std::string& path) {
       t.error = path + ":" + std::to_string(lineno) + ": malformed row '" + line + "'";
       return t;
     }
+    c.gpu_path = c.path;
+    if (gpu_col > 0 && gpu_col < f.size() && !f[gpu_col].empty() && !parse_path(f[gpu_col], &c.gpu_path)) {
+      t.error = path + ":" + std::to_string(lineno) + ": malformed gpu_path in '" + line + "'";
+      return t;
+    }
     c.lk = std::log(double(c.k));
     c.lc = std::log(double(c.cols));
     c.lb = std::log(double(c.batch));
     for (size_t i = 5; i < f.size(); ++i)
-      if (!f[i].empty()) c.times += (c.times.empty() ? "" : ", ") + columns[i] + " " + f[i];
+      if (i != gpu_col && !f[i].empty()) c.times += (c.times.empty() ? "" : ", ") + columns[i] + " " + f[i];
     t.by_dtype[f[0]].push_back(std::move(c));
   }
   if (columns.empty()) t.error = path + ": no '" + std::string(kHeader) + "' header";
@@ -232,11 +248,17 @@ PathChoice lookup_path(const GpuIdentity& gpu, const PathCell& cell, bool explai
     }
   }
   choice.found = true;
-  choice.path = best->path;
-  if (explain)
+  choice.path = cell.capturing ? best->gpu_path : best->path;
+  if (explain) {
     choice.reason = "path table " + path + ", cell (k " + std::to_string(best->k) + ", cols " +
-                    std::to_string(best->cols) + ", batch " + std::to_string(best->batch) + ")" +
-                    (best->times.empty() ? "" : ": " + best->times);
+                    std::to_string(best->cols) + ", batch " + std::to_string(best->batch) + ")";
+    if (best->gpu_path != best->path)
+      choice.reason += cell.capturing ? std::string(", its path while a CUDA graph is captured (eager: ") +
+                                            path_name(best->path) + ")"
+                                      : std::string(" (while a CUDA graph is captured: ") +
+                                            path_name(best->gpu_path) + ")";
+    if (!best->times.empty()) choice.reason += ": " + best->times;
+  }
   return choice;
 }
 

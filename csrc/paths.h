@@ -2,12 +2,13 @@
 // ATen's solve, i.e. torch's own cuBLAS kernel), measured on a grid of (dtype, k, cols, batch) by
 // `python -m benchmarks.tune_paths` and looked up here at the nearest grid cell (log scale in each coordinate).
 //
-// Table format (CSV, '#' lines are metadata or comments; columns after `path` are the measured times, kept for
-// the plan's explanation):
+// Table format (CSV, '#' lines are metadata or comments; an optional `gpu_path` column is the path while a CUDA graph
+// is captured, where host time is not spent again at replay (missing or empty: `path`); the other columns after
+// `path` are the measured times, kept for the plan's explanation):
 //   # gpu: NVIDIA H200
 //   # capability: 9.0
-//   dtype,k,cols,batch,path,<time columns...>
-//   float32,1024,1,1,sweep,...
+//   dtype,k,cols,batch,path,gpu_path,<time columns...>
+//   float32,1024,1,1,sweep,sweep,...
 // Resolution: HSMA_TRSM_PATHS=path (read once, when the library loads) if set, else
 // <package>/tuning/<gpu-slug>-sm<cc>-paths.csv. Without a usable table for the GPU the plan falls back to its rules
 // (csrc/planner.cpp), says so in its reason, and warns once. This file also holds what both tuning tables share:
@@ -39,12 +40,19 @@ using GpuIdentitySource = GpuIdentity (*)(int device);
 void set_gpu_identity_source(GpuIdentitySource source);
 std::optional<GpuIdentity> gpu_identity(int device);
 
+// Whether the current stream of CUDA device `device` is capturing a CUDA graph, from the CUDA backend likewise;
+// false in a build without CUDA.
+using CaptureSource = bool (*)(int device);
+void set_capture_source(CaptureSource source);
+bool stream_capturing(int device);
+
 // The coordinates a path depends on: A's order k, right-hand-side columns per batch entry (n for a left
 // solve, m for a right one), batch entries (a triangle broadcast over the batch counts as a batch: torch
 // solves it as one).
 struct PathCell {
   c10::ScalarType dtype;
   int64_t k = 0, cols = 1, batch = 1;
+  bool capturing = false;  // a CUDA graph is being captured: the cell's gpu_path
 };
 
 struct PathChoice {

@@ -217,7 +217,8 @@ BlockedShape blocked_shape(const at::Tensor& A, bool left, const TrsmShape& s) {
   for (auto v : A.sizes().slice(0, A.dim() - 2)) a_numel *= v;
   const int64_t bt = s.batch_numel();
   const at::ScalarType dtype = half_dtype(A.scalar_type()) ? at::kFloat : A.scalar_type();
-  return BlockedShape{dtype, s.k, (left ? s.n : s.m) * bt, a_numel == 1, bt};
+  return BlockedShape{dtype, s.k, (left ? s.n : s.m) * bt, a_numel == 1, bt,
+                      A.is_cuda() && stream_capturing(A.get_device())};
 }
 
 BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const Overrides& o,
@@ -237,7 +238,7 @@ BlockPlan plan_blocking(const GpuIdentity& gpu, const BlockedShape& shape, const
   } else if (o.sweep == 0 || o.nb > 0 || o.table_nb > 0) {
     // the blocked path, its NB's source says why
   } else {
-    const PathChoice c = lookup_path(gpu, PathCell{shape.dtype, k, cols, batch}, explain, paths);
+    const PathChoice c = lookup_path(gpu, PathCell{shape.dtype, k, cols, batch, shape.capturing}, explain, paths);
     path = c.found ? c.path : rule_path(shape, cols);
     why = c.found ? (explain ? c.reason : "path table") : "rules (" + c.reason + ")";
   }
@@ -342,10 +343,11 @@ namespace {
 using PlanTuple = std::tuple<int64_t, std::string, int64_t, std::string, std::string, int64_t, int64_t, int64_t>;
 
 PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool a_shared, c10::string_view gpu,
-                        c10::string_view capability, c10::string_view table, int64_t batch, c10::string_view paths) {
+                        c10::string_view capability, c10::string_view table, int64_t batch, c10::string_view paths,
+                        bool capturing) {
   const BlockPlan p =
       plan_blocking(GpuIdentity{std::string(gpu), std::string(capability)},
-                    BlockedShape{dtype, k, rhs_cols, a_shared, batch}, overrides(), std::string(table),
+                    BlockedShape{dtype, k, rhs_cols, a_shared, batch, capturing}, overrides(), std::string(table),
                     std::string(paths), /*explain=*/true);
   return {p.nb, variant_name(p.variant), p.ib, p.source, path_name(p.path), p.sweep.rows, p.sweep.cols,
           p.sweep.segment};
@@ -356,6 +358,7 @@ PlanTuple block_plan_op(c10::ScalarType dtype, int64_t k, int64_t rhs_cols, bool
 
 TORCH_LIBRARY_FRAGMENT(hsma, m) {
   m.def("_block_plan(ScalarType dtype, int k, int rhs_cols, bool a_shared, str gpu, str capability, "
-        "str table=\"\", int batch=1, str paths=\"\") -> (int, str, int, str, str, int, int, int)",
+        "str table=\"\", int batch=1, str paths=\"\", bool capturing=False) -> "
+        "(int, str, int, str, str, int, int, int)",
         &hsma::block_plan_op);
 }

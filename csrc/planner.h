@@ -29,6 +29,7 @@ struct BlockedShape {
   int64_t rhs_cols = 0;  // right-hand-side columns in all: (left ? n : m) * batch
   bool a_shared = true;  // one triangle for the whole batch
   int64_t batch = 1;     // batch entries (rhs_cols / batch columns each)
+  bool capturing = false;  // the stream is capturing a CUDA graph: the path table's GPU-only choice
 };
 
 // The sweep's parameters (SweepProblem's fields of the same names).
@@ -54,7 +55,8 @@ struct BlockPlan {
 };
 
 // The plan's view of a solve whose operands trsm checked into s: right-hand-side columns of all batch entries,
-// whether one triangle serves them, the dtype it is solved in (float32 for bfloat16 / float16).
+// whether one triangle serves them, the dtype it is solved in (float32 for bfloat16 / float16), and whether A's
+// device is capturing a CUDA graph (stream_capturing).
 BlockedShape blocked_shape(const at::Tensor& A, bool left, const TrsmShape& s);
 
 // The plan of an order above 64 under the overrides o; `table` / `paths` "" are the GPU's block-size and path

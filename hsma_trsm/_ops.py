@@ -83,19 +83,21 @@ get_overrides()
 BlockPlan = collections.namedtuple("BlockPlan", "nb variant ib source path rows cols segment")
 
 
-def block_plan(dtype, k, rhs_cols=None, *, a_shared=True, gpu=None, capability=None, table="", batch=1, paths=""):
+def block_plan(dtype, k, rhs_cols=None, *, a_shared=True, gpu=None, capability=None, table="", batch=1, paths="",
+               capturing=False):
     """The plan (csrc/planner.h) of a CUDA solve with a k x k triangle (k > 64) and rhs_cols
     right-hand-side columns in all (default k: a square solve; (n or m) x batch, over `batch`
     matrices), under the current overrides: what such a solve runs on the current CUDA device, or on
     the GPU named by gpu and capability (e.g. "NVIDIA H200", "9.0"; no GPU needed). table: a table
-    file instead of the GPU's; paths: a path table (csrc/paths.h) instead of the GPU's. path "aten" (torch's own
-    kernel), "sweep" (with its rows, cols, segment) or "blocked" (nb, variant, ib); source says why."""
+    file instead of the GPU's; paths: a path table (csrc/paths.h) instead of the GPU's; capturing: the plan while a
+    CUDA graph is captured (the path table's gpu_path). path "aten" (torch's own kernel), "sweep" (with its rows,
+    cols, segment) or "blocked" (nb, variant, ib); source says why."""
     if gpu is None or capability is None:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         gpu, capability = props.name, f"{props.major}.{props.minor}"
     rhs_cols = k if rhs_cols is None else rhs_cols
     return BlockPlan(*torch.ops.hsma._block_plan(dtype, int(k), int(rhs_cols), bool(a_shared), gpu, capability, table,
-                                                 int(batch), paths))
+                                                 int(batch), paths, bool(capturing)))
 
 
 def _result_shape(A, B, left):

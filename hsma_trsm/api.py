@@ -325,7 +325,10 @@ def plan(A, B, *, left=True, upper=False, trans="N", unitriangular=False):
         ``"sweep"`` (CUDA: one launch for a few right-hand-side columns), ``"blocked"`` (CUDA: inverted diagonal
         blocks and GEMMs), ``"aten"`` (CUDA: handed to torch's own kernel, cuBLAS trsm, where the GPU's measured
         path table says hsma's paths are not faster), ``"lapack"`` (CPU: LAPACK through ATen) or ``"empty"``.
-        ``why`` names the rule or the path table's cell with its measured times, and the block sizes.
+        ``why`` names the rule or the path table's cell with its measured times, and the block sizes. While a CUDA
+        graph is captured on the current stream the plan is the table's GPU-only choice (its ``gpu_path``: a
+        replay spends no host time, so the path fastest on the GPU), and ``why`` says so; called outside a
+        capture, ``why`` names that path too where it differs.
 
     Raises:
         RuntimeError, TypeError: as :func:`trsm` for operands it refuses.

@@ -46,6 +46,7 @@ def test_shipped_table_is_whole_and_chooses_what_it_measured():
         eager = {p: f(f"{p}_us") for p in tune_paths.PATHS + ("torch",)}
         gpu = {p: f(f"{p}_gpu_us") for p in tune_paths.PATHS + ("torch",)}
         assert tune_paths.choose_path(eager, gpu) == r["path"], r
+        assert tune_paths.choose_gpu_path(r["path"], gpu) == r["gpu_path"], r
 
 
 @needs_h200_table
@@ -56,6 +57,7 @@ def test_plan_takes_each_cell_path_of_the_shipped_table(hsma_overrides):
         plan = _plan(r["dtype"], k, cols, batch)
         assert plan.path == r["path"], (r, plan)
         assert f"cell (k {k}, cols {cols}, batch {batch})" in plan.source
+        assert _plan(r["dtype"], k, cols, batch, capturing=True).path == r["gpu_path"], r
 
 
 @needs_h200_table
@@ -97,6 +99,41 @@ def test_nearest_cell_in_log_scale(tmp_path):
     assert p.path == "aten" and "cell (k 100, cols 1, batch 1): blocked_us 50, aten_us 40" in p.source
     # A dtype the table lacks: the rules, and the reason says so.
     assert "no complex64 rows" in _plan("complex64", 100, 1, 1, paths=t).source
+
+
+def test_capture_takes_the_gpu_path_column(tmp_path):
+    t = _write(tmp_path / "p.csv", ["float32,100,1,1,aten,blocked,50,40", "float32,1000,1,1,sweep,,7,8",
+                                    "float32,1000,64,1,blocked,blocked,1,2"],
+               header="dtype,k,cols,batch,path,gpu_path,blocked_us,aten_us")
+    eager, captured = _plan("float32", 100, 1, 1, paths=t), _plan("float32", 100, 1, 1, paths=t, capturing=True)
+    assert (eager.path, captured.path) == ("aten", "blocked")
+    assert "(while a CUDA graph is captured: blocked): blocked_us 50, aten_us 40" in eager.source
+    assert "its path while a CUDA graph is captured (eager: aten)" in captured.source
+    assert _plan("float32", 1000, 1, 1, paths=t, capturing=True).path == "sweep"  # empty gpu_path: the path
+    assert "cell (k 1000, cols 64, batch 1): blocked_us 1, aten_us 2;" in _plan("float32", 1000, 64, 1, paths=t,
+                                                                               capturing=True).source
+    old = _write(tmp_path / "old.csv", ["float32,100,1,1,aten,50,40"])  # no gpu_path column: the path
+    assert _plan("float32", 100, 1, 1, paths=old, capturing=True).path == "aten"
+    bad = _write(tmp_path / "bad.csv", ["float32,100,1,1,aten,fast"], header="dtype,k,cols,batch,path,gpu_path")
+    assert "malformed gpu_path" in _plan("float32", 100, 1, 1, paths=bad, capturing=True).source
+
+
+def test_choose_gpu_path_takes_the_fastest_beyond_the_margin():
+    gpu = {"blocked": 9.6, "sweep": 20, "aten": 10, "torch": 10}
+    assert tune_paths.choose_gpu_path("aten", gpu) == "aten"  # 4% faster: within the margin
+    assert tune_paths.choose_gpu_path("aten", dict(gpu, blocked=9.4)) == "blocked"
+    assert tune_paths.choose_gpu_path("sweep", dict(gpu, sweep=math.nan)) == "blocked"
+    assert tune_paths.choose_gpu_path(None, gpu) is None
+
+
+def test_rechoose_rewrites_the_choices_from_the_times(tmp_path):
+    t = _write(tmp_path / "p.csv", ["float32,100,1,1,blocked,12.5,8,10.5,10,2.5,10,5,5"],
+               header="dtype,k,cols,batch,path," + ",".join(tune_paths.HEADER[6:]))
+    assert tune_paths.rechoose(t) == 1
+    rows = read_table(t)
+    assert (rows[0]["path"], rows[0]["gpu_path"]) == ("aten", "blocked") and rows[0]["torch_gpu_us"] == "5.0"
+    with open(t) as f:
+        assert "# gpu: NVIDIA H200" in f.read()
 
 
 @pytest.mark.parametrize("bad", ["float32,100,1,1,magic", "float32,0,1,1,aten", "int8,100,1,1,aten",
@@ -205,3 +242,36 @@ def test_hand_off_is_torchs_own_call(device, dtype, hsma_overrides):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(Xg, R.detach())
+
+
+@needs_h200_table
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+def test_capture_takes_the_gpu_path(device, hsma_overrides):
+    """A cell the table hands to torch eagerly but to hsma's kernels under capture: the plan says so inside a
+    capture, and the drop-in, trsm and the switch captured there replay to the float64 solve."""
+    torch.ops.hsma._set_overrides("")
+    if torch.cuda.get_device_name(device) != "NVIDIA H200":
+        pytest.skip("the cell is the H200 table's")
+    cell = next(r for r in read_table(H200_PATHS) if r["path"] == "aten" and r["gpu_path"] == "blocked"
+                and int(r["batch"]) == 1)
+    dtype, k, cols = DTYPES[cell["dtype"]], int(cell["k"]), int(cell["cols"])
+    A = make_triangular(k, dtype=dtype, device=device)
+    B = make_rhs((k, cols), dtype=dtype, device=device)
+    assert hsma_trsm.plan(A, B).path == "aten"
+    solves = [lambda: hsma_trsm.solve_triangular(A, B, upper=False), lambda: hsma_trsm.trsm(A, B)]
+    for solve in solves:
+        solve()  # warm-up before capture
+    graph, out = torch.cuda.CUDAGraph(), []
+    with torch.cuda.graph(graph):
+        inside = hsma_trsm.plan(A, B)
+        out = [solve() for solve in solves]
+        with hsma_trsm.enabled():
+            out.append(torch.linalg.solve_triangular(A, B, upper=False))
+    assert inside.path == "blocked" and "captured" in inside.why
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = torch.linalg.solve_triangular(A.cpu().to(torch.complex128 if dtype.is_complex else torch.float64),
+                                        B.cpu().to(torch.complex128 if dtype.is_complex else torch.float64),
+                                        upper=False)
+    for X in out:
+        torch.testing.assert_close(X.cpu().to(ref.dtype), ref, rtol=1e-4, atol=1e-4)

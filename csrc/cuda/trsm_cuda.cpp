@@ -5,6 +5,7 @@
 // bfloat16 and float16 are solved in float32 (inputs converted, the result rounded once).
 // Everything runs on torch's current stream; nothing synchronises with the host.
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include "cuda/canonical.h"
@@ -24,8 +25,18 @@ GpuIdentity identity_of(int dev) {
                      info.shared_optin};
 }
 
-// The host-side plan (plan_hands_off, csrc/ops/checks.cpp) asks for devices' identities here.
-[[maybe_unused]] const bool identity_source_set = (set_gpu_identity_source(&identity_of), true);
+// Whether device dev's current stream is capturing a CUDA graph (then the path table's GPU-only choice, paths.h).
+bool capturing_on(int dev) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_launch(cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)), &status),
+               "stream capture query");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// The host-side plan (blocked_shape, plan_hands_off in csrc/ops/checks.cpp) asks for devices' identities and
+// capture states here.
+[[maybe_unused]] const bool sources_set =
+    (set_gpu_identity_source(&identity_of), set_capture_source(&capturing_on), true);
 
 // The plan of the solve of (A, B) on the current device under the overrides o.
 Plan plan_call(const at::Tensor& A, const TrsmArgs& args, const TrsmShape& s, const Overrides& o,

@@ -81,18 +81,19 @@ bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool up
       half_dtype(A.scalar_type()) || !supported_dtype(A.scalar_type()))
     return false;
   // The last answer of this thread, for a training loop's repeated calls: the same overrides object (a new one on
-  // every change), device, dtype, side and operand sizes give the same plan.
+  // every change), device, capture state, dtype, side and operand sizes give the same plan.
   struct Memo {
     const Overrides* o = nullptr;
     int device = -1;
     c10::ScalarType dtype = c10::ScalarType::Undefined;
-    bool left = true, hands_off = false;
+    bool left = true, capturing = false, hands_off = false;
     std::vector<int64_t> a_sizes, b_sizes;
   };
   thread_local Memo memo;
   const Overrides* o = &overrides();
-  if (memo.o == o && memo.device == A.get_device() && memo.dtype == A.scalar_type() && memo.left == left &&
-      A.sizes() == c10::IntArrayRef(memo.a_sizes) && B.sizes() == c10::IntArrayRef(memo.b_sizes))
+  const bool capturing = stream_capturing(A.get_device());
+  if (memo.o == o && memo.device == A.get_device() && memo.capturing == capturing && memo.dtype == A.scalar_type() &&
+      memo.left == left && A.sizes() == c10::IntArrayRef(memo.a_sizes) && B.sizes() == c10::IntArrayRef(memo.b_sizes))
     return memo.hands_off;
   const std::optional<GpuIdentity> gpu = gpu_identity(A.get_device());
   if (!gpu) return false;
@@ -107,6 +108,7 @@ bool plan_hands_off(const at::Tensor& A, const at::Tensor& B, bool left, bool up
   memo.device = A.get_device();
   memo.dtype = A.scalar_type();
   memo.left = left;
+  memo.capturing = capturing;
   memo.a_sizes.assign(A.sizes().begin(), A.sizes().end());
   memo.b_sizes.assign(B.sizes().begin(), B.sizes().end());
   memo.hands_off = hands_off;
