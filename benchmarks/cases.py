@@ -220,9 +220,9 @@ def hsma_call(case: Case, A, B) -> Callable:
     """hsma's call for the case: the drop-in solve_triangular, or trsm for op = A^T / A^H."""
     import hsma_trsm
 
-    if case.trans == "N":
-        kw = dict(upper=case.upper, left=case.left, unitriangular=case.unit)
-        return lambda: hsma_trsm.solve_triangular(A, B, **kw)
+    if case.trans == "N":  # keywords written out, as client code calls (a **kwargs call costs a builtin more)
+        up, left, unit = case.upper, case.left, case.unit
+        return lambda: hsma_trsm.solve_triangular(A, B, upper=up, left=left, unitriangular=unit)
     kw = dict(upper=case.upper, left=case.left, unitriangular=case.unit, trans=case.trans)
     return lambda: hsma_trsm.trsm(A, B, **kw)
 
@@ -235,8 +235,8 @@ def torch_call(case: Case, A, B) -> Callable:
         At, up = A.mT, not case.upper
     else:
         At, up = A.mH, not case.upper
-    kw = dict(upper=up, left=case.left, unitriangular=case.unit)
-    return lambda: torch.linalg.solve_triangular(At, B, **kw)
+    left, unit = case.left, case.unit
+    return lambda: torch.linalg.solve_triangular(At, B, upper=up, left=left, unitriangular=unit)
 
 
 def case_lines(suite: str, jobs) -> list:

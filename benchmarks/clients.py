@@ -139,12 +139,12 @@ def list_lines(mode: str, dtypes, seed: int = 0) -> list:
 
 def _dropin(solve):
     """(case, A, B) -> callable: ``solve(op(A), B, upper=, left=, unitriangular=)``, op(A) taken inside the call."""
-    def make(case, A, B):
-        kw = dict(upper=case.upper != (case.trans != "N"), left=case.left, unitriangular=case.unit)
+    def make(case, A, B):  # keywords written out, as client code calls (a **kwargs call costs a builtin more)
+        up, left, unit = case.upper != (case.trans != "N"), case.left, case.unit
         if case.trans == "N":
-            return lambda: solve(A, B, **kw)
+            return lambda: solve(A, B, upper=up, left=left, unitriangular=unit)
         op = (lambda T: T.mT) if case.trans == "T" else (lambda T: T.mH)
-        return lambda: solve(op(A), B, **kw)
+        return lambda: solve(op(A), B, upper=up, left=left, unitriangular=unit)
     return make
 
 

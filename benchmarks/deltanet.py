@@ -407,12 +407,13 @@ def build_qwen(case: DCase, device, fla=None) -> tuple:
     idx = pick_index(ut.shape[:-2], device)
     inputs = dict(ut=ut, v_beta=v_beta,
                   ref=torch.linalg.solve_triangular(_unit_lower(ut[idx]), v_beta[idx].double(), upper=False))
-    kw = dict(upper=False, unitriangular=True)
-    cons = [Contender("hsma", lambda i: (lambda: hsma_trsm.solve_triangular(i["ut"], i["v_beta"], **kw)),
+    cons = [Contender("hsma", lambda i: (lambda: hsma_trsm.solve_triangular(i["ut"], i["v_beta"], upper=False,
+                                                                            unitriangular=True)),
                       lambda i, X: X[idx], tol=TOL[dt])]
     notes = []
     if dt == F32:
-        cons.append(Contender("torch", lambda i: (lambda: torch.linalg.solve_triangular(i["ut"], i["v_beta"], **kw)),
+        cons.append(Contender("torch", lambda i: (lambda: torch.linalg.solve_triangular(
+                                  i["ut"], i["v_beta"], upper=False, unitriangular=True)),
                               lambda i, X: X[idx], checked=False))
     else:
         notes.append("torch: no bfloat16 triangular solve")

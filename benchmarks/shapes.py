@@ -225,13 +225,14 @@ def jobs_for(seeds, count: int, device_kind: str, dtypes=None) -> list:
 
 
 def _call(solve, shape: Shape, A, B):
-    """solve(op(A), B, ...) as client code calls it: op(A) a view taken in the call, upper flipped for it."""
-    kw = dict(upper=shape.upper != (shape.trans != "N"), left=shape.left, unitriangular=shape.unit)
+    """solve(op(A), B, ...) as client code calls it: op(A) a view taken in the call, upper flipped for it, the
+    keywords written out (a **kwargs call costs a builtin more)."""
+    up, left, unit = shape.upper != (shape.trans != "N"), shape.left, shape.unit
     if shape.trans == "T":
-        return lambda: solve(A.mT, B, **kw)
+        return lambda: solve(A.mT, B, upper=up, left=left, unitriangular=unit)
     if shape.trans == "C":
-        return lambda: solve(A.mH, B, **kw)
-    return lambda: solve(A, B, **kw)
+        return lambda: solve(A.mH, B, upper=up, left=left, unitriangular=unit)
+    return lambda: solve(A, B, upper=up, left=left, unitriangular=unit)
 
 
 def _call_bwd(solve, shape: Shape, A, B, G):

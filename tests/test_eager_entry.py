@@ -265,3 +265,41 @@ def test_solver_entries_decline_what_the_checks_take(device):
         assert _C.cholesky_solve(B, L, False) is None  # a TorchFunctionMode
     with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
         hsma_trsm.cholesky_solve(B[..., :5, :], L)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_public_solve_triangular_is_the_builtin_entry(device):
+    """hsma_trsm.solve_triangular is a builtin (_C.public_solve_triangular) with torch's signature and the Python
+    docstring; the common call is taken in C++, every other goes to the Python implementation with its arguments as
+    given: out=, keywords given as a **dict or built at run time, a missing or unknown keyword, non-bool flags,
+    subclasses, and errors (named after the public function)."""
+    import inspect
+    import pickle
+
+    from hsma_trsm import api
+
+    f = hsma_trsm.solve_triangular
+    assert str(inspect.signature(f)) == str(inspect.signature(api._solve_triangular_impl))
+    assert f.__doc__ == inspect.getdoc(api._solve_triangular_impl) and f.__module__ == "hsma_trsm"
+    assert pickle.loads(pickle.dumps(f)) is f
+    A, B = _inputs(8, 3, True, False, False, torch.float64, device, seed=4)
+    ref = torch.linalg.solve_triangular(A, B, upper=False)
+    upper = "".join(["up", "per"])  # a name that is not interned
+    for X in (f(A, B, upper=False), f(A, B, **{"upper": False, "left": True}), f(A, B, **{upper: False}),
+              f(A, B, upper=False, unitriangular=False, out=None)):
+        torch.testing.assert_close(X, ref, rtol=0, atol=0)
+    out = torch.empty_like(B)
+    assert f(A, B, upper=False, out=out) is out and torch.equal(out, ref)
+    with pytest.raises(TypeError, match="upper"):
+        f(A, B)
+    with pytest.raises(TypeError, match="argument 'upper' must be bool, not numpy.bool"):  # as torch
+        f(A, B, upper=np.False_)
+    with pytest.raises(TypeError):
+        f(A, B, upper=False, lower=True)
+    with pytest.raises(TypeError):
+        f(A, B, False)
+    with pytest.raises(RuntimeError, match=r"^hsma_trsm.solve_triangular\(\): A is 8x8 but B is 5x3"):
+        f(A, B[..., :5, :], upper=False)
+    LoggedTensor.seen = []
+    f(A.as_subclass(LoggedTensor), B, upper=False)
+    assert LoggedTensor.seen

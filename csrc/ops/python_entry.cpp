@@ -216,19 +216,14 @@ PyObject* trsm_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   END_HANDLE_TH_ERRORS
 }
 
-// _C.solve_triangular(A, B, upper, left, unitriangular) -> Tensor, or None: the drop-in's eager entry. On the CPU
-// (float32, float64, complex) and where hsma's plan hands a CUDA solve to torch's kernel (plan_hands_off) it is
-// torch.linalg.solve_triangular itself, result layout and autograd included; otherwise trsm's entry.
-PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (!arity(nargs, 5, "hsma_trsm._C.solve_triangular takes 5 positional arguments (A, B, upper, left, "
-                      "unitriangular)"))
-    return nullptr;
-  bool upper, left, unit;
-  if (!takes_call(args, 2) || !as_bool(args[2], &upper) || !as_bool(args[3], &left) || !as_bool(args[4], &unit))
-    Py_RETURN_NONE;
-  const at::Tensor& A = THPVariable_Unpack(args[0]);
-  const at::Tensor& B = THPVariable_Unpack(args[1]);
+// The drop-in's solve of (A, B) (Python objects) with its flags: a new reference, or None where the call is not
+// taken here. On the CPU (float32, float64, complex) and where hsma's plan hands a CUDA solve to torch's kernel
+// (plan_hands_off) it is torch.linalg.solve_triangular itself, result layout and autograd included; otherwise
+// trsm's entry.
+PyObject* solve_triangular_call(PyObject* const* tensors, bool upper, bool left, bool unit) {
+  if (!takes_call(tensors, 2)) Py_RETURN_NONE;
+  const at::Tensor& A = THPVariable_Unpack(tensors[0]);
+  const at::Tensor& B = THPVariable_Unpack(tensors[1]);
   if (A.scalar_type() != B.scalar_type() || !supported_dtype(A.scalar_type())) Py_RETURN_NONE;
   return run_call([&] {
     if (A.is_cpu() && B.is_cpu() && !half_dtype(A.scalar_type())) {
@@ -240,7 +235,86 @@ PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py
     if (plan_hands_off(A, B, left, upper, "N", unit)) return at::linalg_solve_triangular(A, B, upper, left, unit);
     return call_trsm(A, B, left, upper, "N", unit, 1);
   });
+}
+
+// _C.solve_triangular(A, B, upper, left, unitriangular) -> Tensor, or None: the drop-in's eager entry, positional.
+PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (!arity(nargs, 5, "hsma_trsm._C.solve_triangular takes 5 positional arguments (A, B, upper, left, "
+                      "unitriangular)"))
+    return nullptr;
+  bool upper, left, unit;
+  if (!as_bool(args[2], &upper) || !as_bool(args[3], &left) || !as_bool(args[4], &unit)) Py_RETURN_NONE;
+  return solve_triangular_call(args, upper, left, unit);
   END_HANDLE_TH_ERRORS
+}
+
+// hsma_trsm.solve_triangular itself (made by _C.public_solve_triangular): torch's signature (A, B, *, upper,
+// left=True, unitriangular=False, out=None) taken here without a Python frame, which costs about 0.8 us a call.
+// Every call it does not take (out=, another argument type or name, a call solve_triangular_call declines, an
+// error) goes as it is to the Python implementation (hsma_trsm/api.py), which raises the public function's errors.
+PyObject* g_solve_triangular_py = nullptr;  // that implementation; set once, kept for the process
+
+PyObject* solve_triangular_public(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  // The keyword names, interned once: a call's names are interned too, so they compare by identity.
+  static PyObject* const names[4] = {PyUnicode_InternFromString("upper"), PyUnicode_InternFromString("left"),
+                                     PyUnicode_InternFromString("unitriangular"), PyUnicode_InternFromString("out")};
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  bool upper = false, left = true, unit = false, has_upper = false, taken = nargs == 2;
+  for (Py_ssize_t k = 0; taken && k < nkw; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+    PyObject* value = args[nargs + k];
+    int which = 0;
+    while (which < 4 && names[which] != name) ++which;
+    for (int i = 0; which == 4 && i < 4; ++i)  // a name built at run time: by value
+      if (names[i] != nullptr && PyUnicode_Compare(name, names[i]) == 0) which = i;
+    if (which == 0)
+      taken = has_upper = as_bool(value, &upper);
+    else if (which == 1)
+      taken = as_bool(value, &left);
+    else if (which == 2)
+      taken = as_bool(value, &unit);
+    else
+      taken = which == 3 && value == Py_None;
+  }
+  if (taken && has_upper) {
+    PyObject* X = nullptr;
+    try {
+      X = solve_triangular_call(args, upper, left, unit);
+    } catch (...) {  // the Python implementation raises it again, under the public function's name
+      X = nullptr;
+    }
+    if (X != nullptr && X != Py_None) return X;
+    Py_XDECREF(X);
+  }
+  PyErr_Clear();
+  return PyObject_Vectorcall(g_solve_triangular_py, args, static_cast<size_t>(nargs), kwnames);
+}
+
+// _C.public_solve_triangular(implementation, doc) -> builtin function: hsma_trsm.solve_triangular (above), with
+// `doc` (its first line "solve_triangular(...)\n--\n\n", the signature Python reads) as __doc__.
+PyObject* make_public_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (!arity(nargs, 2, "hsma_trsm._C.public_solve_triangular takes 2 positional arguments (implementation, doc)"))
+    return nullptr;
+  Py_ssize_t size = 0;
+  const char* doc = PyUnicode_Check(args[1]) ? PyUnicode_AsUTF8AndSize(args[1], &size) : nullptr;
+  if (!PyCallable_Check(args[0]) || doc == nullptr) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "hsma_trsm._C.public_solve_triangular takes a callable and a str");
+    return nullptr;
+  }
+  // The method definition and its doc live as long as the function, i.e. the process.
+  const char* kept_doc = (new std::string(doc, static_cast<size_t>(size)))->c_str();
+  auto* def = new PyMethodDef{"solve_triangular",
+                              reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(solve_triangular_public)),
+                              METH_FASTCALL | METH_KEYWORDS, kept_doc};
+  PyObject* module_name = PyUnicode_FromString("hsma_trsm");
+  PyObject* fn = module_name != nullptr ? PyCFunction_NewEx(def, nullptr, module_name) : nullptr;
+  Py_XDECREF(module_name);
+  if (fn == nullptr) return nullptr;
+  Py_INCREF(args[0]);
+  Py_XSETREF(g_solve_triangular_py, args[0]);  // (a module reload: the new implementation serves every entry)
+  return fn;
 }
 
 // _C.torch_solve_row_major(A, B) -> bool: the layout rule of torch's result (trsm.h), for solve_triangular's out=.
@@ -263,6 +337,9 @@ PyMethodDef methods[] = {
     {"solve_triangular", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(solve_triangular_entry)),
      METH_FASTCALL, "solve_triangular(A, B, upper, left, unitriangular) -> Tensor or None: the drop-in's eager "
      "entry; torch's own function where hsma's plan hands the solve off, else as trsm."},
+    {"public_solve_triangular", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(make_public_entry)),
+     METH_FASTCALL, "public_solve_triangular(implementation, doc) -> builtin: hsma_trsm.solve_triangular, taken in C++ "
+     "where it can be, else by the Python implementation."},
     {"cholesky_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_solve_entry)),
      METH_FASTCALL, "cholesky_solve(B, L, upper) -> Tensor or None: torch.ops.hsma.cholesky_solve, as trsm."},
     {"cholesky_inverse", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_inverse_entry)),
