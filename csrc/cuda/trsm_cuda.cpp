@@ -26,10 +26,16 @@ GpuIdentity identity_of(int dev) {
 }
 
 // Whether device dev's current stream is capturing a CUDA graph (then the path table's GPU-only choice, paths.h).
+// A query the runtime refuses (the legacy default stream while another stream captures in global mode) counts as
+// no capture, its error cleared: the solve then meets the runtime's own error, as torch's would.
 bool capturing_on(int dev) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  check_launch(cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)), &status),
-               "stream capture query");
+  if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)), &status) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
   return status != cudaStreamCaptureStatusNone;
 }
 

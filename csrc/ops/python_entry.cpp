@@ -256,6 +256,7 @@ PyObject* solve_triangular_entry(PyObject* /*module*/, PyObject* const* args, Py
 PyObject* g_solve_triangular_py = nullptr;  // that implementation; set once, kept for the process
 
 PyObject* solve_triangular_public(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
   // The keyword names, interned once: a call's names are interned too, so they compare by identity.
   static PyObject* const names[4] = {PyUnicode_InternFromString("upper"), PyUnicode_InternFromString("left"),
                                      PyUnicode_InternFromString("unitriangular"), PyUnicode_InternFromString("out")};
@@ -268,6 +269,7 @@ PyObject* solve_triangular_public(PyObject* /*self*/, PyObject* const* args, Py_
     while (which < 4 && names[which] != name) ++which;
     for (int i = 0; which == 4 && i < 4; ++i)  // a name built at run time: by value
       if (names[i] != nullptr && PyUnicode_Compare(name, names[i]) == 0) which = i;
+    if (PyErr_Occurred()) PyErr_Clear();  // (interning failed: the Python implementation takes the call)
     if (which == 0)
       taken = has_upper = as_bool(value, &upper);
     else if (which == 1)
@@ -281,7 +283,14 @@ PyObject* solve_triangular_public(PyObject* /*self*/, PyObject* const* args, Py_
     PyObject* X = nullptr;
     try {
       X = solve_triangular_call(args, upper, left, unit);
-    } catch (...) {  // the Python implementation raises it again, under the public function's name
+    } catch (const c10::Error&) {  // the Python implementation raises it again, under the public function's name
+      X = nullptr;
+    } catch (python_error& e) {  // from a Python kernel (meta) or a mode: the same for an Exception, else (an
+      e.restore();               // interrupt) it propagates as it is
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
+      X = nullptr;
+    } catch (pybind11::error_already_set& e) {  // (the same, as pybind11 carries it)
+      if (!e.matches(PyExc_Exception)) throw;
       X = nullptr;
     }
     if (X != nullptr && X != Py_None) return X;
@@ -289,6 +298,7 @@ PyObject* solve_triangular_public(PyObject* /*self*/, PyObject* const* args, Py_
   }
   PyErr_Clear();
   return PyObject_Vectorcall(g_solve_triangular_py, args, static_cast<size_t>(nargs), kwnames);
+  END_HANDLE_TH_ERRORS
 }
 
 // _C.public_solve_triangular(implementation, doc) -> builtin function: hsma_trsm.solve_triangular (above), with
