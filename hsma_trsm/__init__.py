@@ -12,6 +12,8 @@ Public API:
     trsm_(A, B, ...) the same in place: writes X into B and returns B;
     inverse_triangular(A, *, upper, unitriangular=False, out_dtype=None, out=None)
         inverses of triangular matrices (LAPACK's trtri, batched);
+    solve_tril(A, cu_seqlens=None, chunk_indices=None, output_dtype=torch.float32)
+        drop-in for flash-linear-attention's solve_tril: (I + A)^-1 per chunk, packed sequences too;
     cholesky_solve(B, L, upper=False), cholesky_inverse(L, upper=False),
     lu_solve(LU, pivots, B, *, left=True, adjoint=False)
         drop-ins for torch's functions of the same names, built on trsm (hsma_trsm/solvers.py);
@@ -28,6 +30,7 @@ and B tensors); A and B of different dtypes are promoted (trsm_: A converted to 
 from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)
 from .api import Plan, UnsupportedDtypeError, inverse_triangular, plan, solve_triangular, trsm, trsm_
+from .chunked import solve_tril
 from .solvers import cholesky_inverse, cholesky_solve, lu_solve
 from .switch import disable, enable, enabled, is_enabled
 
@@ -40,5 +43,5 @@ except Exception as _e:  # noqa: BLE001 - DTensor internals of another torch: th
 
     _warnings.warn(f"hsma_trsm: DTensor support is off ({type(_e).__name__}: {_e})", stacklevel=2)
 
-__all__ = ["inverse_triangular", "plan", "Plan", "solve_triangular", "trsm", "trsm_", "UnsupportedDtypeError",
-           "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]
+__all__ = ["inverse_triangular", "plan", "Plan", "solve_triangular", "solve_tril", "trsm", "trsm_",
+           "UnsupportedDtypeError", "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]
