@@ -26,13 +26,14 @@ GpuIdentity identity_of(int dev) {
 }
 
 // Whether device dev's current stream is capturing a CUDA graph (then the path table's GPU-only choice, paths.h).
-// A query the runtime refuses (the legacy default stream while another stream captures in global mode) counts as
-// no capture, its error cleared: the solve then meets the runtime's own error, as torch's would.
+// The default (legacy) stream never captures and is not asked: the runtime refuses that query while another stream
+// captures in global mode. A query it refuses otherwise counts as no capture, its error cleared.
 bool capturing_on(int dev) {
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+  const auto index = static_cast<c10::DeviceIndex>(dev);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(index);
+  if (stream == c10::cuda::getDefaultCUDAStream(index)) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)), &status) !=
-      cudaSuccess) {
+  if (cudaStreamIsCapturing(stream.stream(), &status) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
