@@ -1,7 +1,7 @@
 """Chunked linear attention's inverse in flash-linear-attention's layout: :func:`solve_tril`."""
 import torch
 
-from .api import _OP_ERRORS, _TRSM_DTYPES, _renamed, _typename, _unsupported, inverse_triangular
+from .api import _OP_ERRORS, _TRSM_DTYPES, _check_tensor, _renamed, _typename, _unsupported, inverse_triangular
 
 __all__ = ["solve_tril"]
 
@@ -70,8 +70,7 @@ def solve_tril(A, cu_seqlens=None, chunk_indices=None, output_dtype=torch.float3
 
 def _check(A, cu_seqlens, chunk_indices, output_dtype):
     """(B, T, H, BT) of valid arguments; torch's error types naming the argument otherwise."""
-    if not isinstance(A, torch.Tensor):
-        raise TypeError(f"{_FN}(): argument 'A' (position 1) must be Tensor, not {_typename(A)}")
+    _check_tensor(_FN, "A", 1, A)
     if A.dtype not in _TRSM_DTYPES:
         raise _unsupported(_FN, A.dtype)
     if A.dim() != 4:
@@ -79,11 +78,10 @@ def _check(A, cu_seqlens, chunk_indices, output_dtype):
     if output_dtype is not None and not isinstance(output_dtype, torch.dtype):
         raise TypeError(f"{_FN}(): argument 'output_dtype' must be torch.dtype, not {_typename(output_dtype)}")
     B, T, H, BT = A.shape
-    for name, t in (("cu_seqlens", cu_seqlens), ("chunk_indices", chunk_indices)):
+    for position, name, t in ((2, "cu_seqlens", cu_seqlens), (3, "chunk_indices", chunk_indices)):
         if t is None:
             continue
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{_FN}(): argument '{name}' must be Tensor, not {_typename(t)}")
+        _check_tensor(_FN, name, position, t)
         if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
             raise TypeError(f"{_FN}(): {name} must hold integers, got {t.dtype}")
         if t.device != A.device:
