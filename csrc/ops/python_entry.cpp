@@ -146,6 +146,19 @@ bool arity(Py_ssize_t nargs, Py_ssize_t n, const char* usage) {
   return false;
 }
 
+// On the CPU, for calls that record no gradient, the solvers' eager entries are torch's functions (LAPACK's potrs,
+// potri, getrs), as the drop-in's CPU solve is: hsma's compositions there add trsm's copies and, for LU, a k x k
+// permutation matrix per call (0.2-0.5x torch). operands_fit holds, so torch takes the arguments. Calls that
+// record a gradient keep the compositions, whose gradients leave the unread triangle alone (torch's formulas give
+// it one); cholesky_inverse keeps them for complex L too, where LAPACK's potri drops the imaginary part of L's
+// diagonal.
+bool cpu_without_grad(std::initializer_list<const at::Tensor*> ts) {
+  const bool grad_mode = at::GradMode::is_enabled();
+  for (const at::Tensor* t : ts)
+    if (!t->is_cpu() || (grad_mode && t->requires_grad()) || t->_fw_grad(/*level=*/0).defined()) return false;
+  return true;
+}
+
 // _C.cholesky_solve(B, L, upper) -> Tensor, or None.
 PyObject* cholesky_solve_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
@@ -155,6 +168,7 @@ PyObject* cholesky_solve_entry(PyObject* /*module*/, PyObject* const* args, Py_s
   const at::Tensor& B = THPVariable_Unpack(args[0]);
   const at::Tensor& L = THPVariable_Unpack(args[1]);
   if (!operands_fit(L, B, -2)) Py_RETURN_NONE;
+  if (cpu_without_grad({&B, &L})) return run_call([&] { return at::cholesky_solve(B, L, upper); });
   static const auto op = hsma_op<at::Tensor(const at::Tensor&, const at::Tensor&, bool)>("hsma::cholesky_solve");
   return run_call([&] { return op.call(B, L, upper); });
   END_HANDLE_TH_ERRORS
@@ -168,6 +182,7 @@ PyObject* cholesky_inverse_entry(PyObject* /*module*/, PyObject* const* args, Py
   if (!takes_call(args, 1) || !as_bool(args[1], &upper)) Py_RETURN_NONE;
   const at::Tensor& L = THPVariable_Unpack(args[0]);
   if (!operands_fit(L, L, -2)) Py_RETURN_NONE;
+  if (!L.is_complex() && cpu_without_grad({&L})) return run_call([&] { return at::cholesky_inverse(L, upper); });
   static const auto op = hsma_op<at::Tensor(const at::Tensor&, bool)>("hsma::cholesky_inverse");
   return run_call([&] { return op.call(L, upper); });
   END_HANDLE_TH_ERRORS
@@ -184,6 +199,8 @@ PyObject* lu_solve_entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
   const at::Tensor& pivots = THPVariable_Unpack(args[1]);
   const at::Tensor& B = THPVariable_Unpack(args[2]);
   if (!pivots_fit(LU, pivots) || !operands_fit(LU, B, left ? -2 : -1)) Py_RETURN_NONE;
+  if (cpu_without_grad({&LU, &B}))
+    return run_call([&] { return at::linalg_lu_solve(LU, pivots, B, left, adjoint); });
   static const auto op = hsma_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, bool)>(
       "hsma::lu_solve");
   return run_call([&] { return op.call(LU, pivots, B, left, adjoint); });
