@@ -139,45 +139,47 @@ void exec_blocked(const at::Tensor& A, const at::Tensor& B, at::Tensor& X, const
     gemm_into<S>(StridedView::of(Xk), a, Ik, StridedView::of(Rk), 0, blas);
   };
 
-  // Recursive: solves rows [r0, r1) of T X = a R, R holding exactly those rows.
+  // The right-hand sides as the solve updates them: one copy of R, then every update of a row block
+  // (a R_k - T_k,done X_done) is one GEMM in place, with no copy or allocation per block. A single block
+  // reads R itself.
+  const at::Tensor Y = nblk == 1 ? R : at::empty(R.sizes(), R.options()).copy_(R);
+
+  // Recursive: solves rows [r0, r1) of T X = a Yr, Yr holding exactly those rows (of Y, updated in place).
   std::function<void(int64_t, int64_t, const at::Tensor&, const c10::Scalar&)> solve_recursive =
-      [&](int64_t r0, int64_t r1, const at::Tensor& Rr, const c10::Scalar& a) {
+      [&](int64_t r0, int64_t r1, const at::Tensor& Yr, const c10::Scalar& a) {
         const int64_t blocks = (r1 - r0 + nb - 1) / nb;
         if (blocks == 1) {
-          leaf(r0, r1 - r0, Rr, a);
+          leaf(r0, r1 - r0, Yr, a);
           return;
         }
         const int64_t mid = r0 + (blocks / 2) * nb, h = mid - r0, h2 = r1 - mid;
-        if (c.lower) {
-          solve_recursive(r0, mid, Rr.narrow(1, 0, h), a);
-          const at::Tensor R2 = gemm<S>(Rr.narrow(1, h, h2), a, T.narrow(1, mid, h2).narrow(2, r0, h),
-                                        Xv.narrow(1, r0, h), -1, blas);
-          solve_recursive(mid, r1, R2, 1);
-        } else {
-          solve_recursive(mid, r1, Rr.narrow(1, h, h2), a);
-          const at::Tensor R1 = gemm<S>(Rr.narrow(1, 0, h), a, T.narrow(1, r0, h).narrow(2, mid, h2),
-                                        Xv.narrow(1, mid, h2), -1, blas);
-          solve_recursive(r0, mid, R1, 1);
-        }
+        // lower: top rows first, then bottom = a bottom - T[mid:r1, r0:mid] X[r0:mid]; upper: the mirror image
+        const int64_t first = c.lower ? r0 : mid, n_first = c.lower ? h : h2;
+        const int64_t second = c.lower ? mid : r0, n_second = c.lower ? h2 : h;
+        solve_recursive(first, first + n_first, Yr.narrow(1, first - r0, n_first), a);
+        const at::Tensor Y2 = Yr.narrow(1, second - r0, n_second);
+        gemm_into<S>(StridedView::of(Y2), -1, StridedView::of(T.narrow(1, second, n_second).narrow(2, first, n_first)),
+                     StridedView::of(Xv.narrow(1, first, n_first)), a, blas);
+        solve_recursive(second, second + n_second, Y2, 1);
       };
 
   if (plan.variant == BlockedVariant::kBlocked) {
-    // Left-looking block rows: X_k = inv(T_kk) (alpha B_k - T_k,done X_done), in solve order.
+    // Left-looking block rows: X_k = inv(T_kk) (alpha Y_k - T_k,done X_done), in solve order.
     for (int64_t step = 0; step < nblk; ++step) {
       const int64_t kb = c.lower ? step : nblk - 1 - step;
       const int64_t r0 = kb * nb, sz = std::min(nb, k - r0);
-      const at::Tensor Rk = R.narrow(1, r0, sz);
+      const at::Tensor Yk = Y.narrow(1, r0, sz);
       if (step == 0) {
-        leaf(r0, sz, Rk, args.alpha);
+        leaf(r0, sz, Yk, args.alpha);
         continue;
       }
       const int64_t d0 = c.lower ? 0 : r0 + sz, dn = c.lower ? r0 : k - (r0 + sz);
-      const at::Tensor tmp =
-          gemm<S>(Rk, args.alpha, T.narrow(1, r0, sz).narrow(2, d0, dn), Xv.narrow(1, d0, dn), -1, blas);
-      leaf(r0, sz, tmp, 1);
+      gemm_into<S>(StridedView::of(Yk), -1, StridedView::of(T.narrow(1, r0, sz).narrow(2, d0, dn)),
+                   StridedView::of(Xv.narrow(1, d0, dn)), args.alpha, blas);
+      leaf(r0, sz, Yk, 1);
     }
   } else {
-    solve_recursive(0, k, R, args.alpha);
+    solve_recursive(0, k, Y, args.alpha);
   }
   // Inverses with inf, nan or subnormal entries (pivots whose reciprocals overflow or underflow)
   // make the products above inexact: then one more launch solves again by substitution, where the

@@ -124,21 +124,9 @@ void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView
   aten_gemm_into(D, alpha, A, B, beta);
 }
 
-// beta * C + alpha * A @ B, a new tensor (rows contiguous).
-template <typename S>
-at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& B,
-                const c10::Scalar& alpha, BlasHandle& h) {
-  at::Tensor D = at::empty(C.sizes(), C.options());
-  D.copy_(C);
-  gemm_into<S>(StridedView::of(D), alpha, StridedView::of(A), StridedView::of(B), beta, h);
-  return D;
-}
-
 #define HSMA_INSTANTIATE(S)                                                                                 \
   template void gemm_into<S>(const StridedView&, const c10::Scalar&, const StridedView&, const StridedView&, \
-                             const c10::Scalar&, BlasHandle&);                                               \
-  template at::Tensor gemm<S>(const at::Tensor&, const c10::Scalar&, const at::Tensor&, const at::Tensor&,   \
-                              const c10::Scalar&, BlasHandle&);
+                             const c10::Scalar&, BlasHandle&);
 HSMA_FOR_EACH_DTYPE(HSMA_INSTANTIATE)
 #undef HSMA_INSTANTIATE
 

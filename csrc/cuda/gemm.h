@@ -46,9 +46,4 @@ template <typename S>
 void gemm_into(const StridedView& D, const c10::Scalar& alpha, const StridedView& A, const StridedView& B,
                const c10::Scalar& beta, BlasHandle& h);
 
-// beta * C + alpha * A @ B, a new tensor (rows contiguous).
-template <typename S>
-at::Tensor gemm(const at::Tensor& C, const c10::Scalar& beta, const at::Tensor& A, const at::Tensor& B,
-                const c10::Scalar& alpha, BlasHandle& h);
-
 }  // namespace hsma
