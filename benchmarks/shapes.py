@@ -14,7 +14,8 @@ for complex128 at k near 8192) k shrink until A + B + X stay under 1 GiB (GPU) o
 k <= 512, n <= 256, batch <= 64. Regions (:func:`region`): k <= 64; k > 64 with one matrix and n <= 16 or n > 16;
 k > 64 batched.
 
-Per shape, torch and hsma in the same process, back to back (order alternating by index), on the same inputs
+Per shape, torch and hsma in the same process, on the same inputs, eager times alternating in EAGER_ROUNDS rounds
+(which goes first alternates by index)
 (bu.make_triangular, bu.make_rhs); ratio = torch time / hsma time (above 1: hsma faster). apis: "dropin",
 hsma_trsm.solve_triangular against torch.linalg.solve_triangular (op(A) passed as an A.mT / A.mH view with upper
 flipped, as client code does); "switch", torch.linalg.solve_triangular inside ``hsma_trsm.enabled()`` against
@@ -40,6 +41,7 @@ import math
 import os
 import random
 import signal
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -75,6 +77,10 @@ _TOL = {"float32": 1e-3, "complex64": 1e-3, "float64": 1e-10, "complex128": 1e-1
 # Few repetitions: the point is many shapes, each measured cheaply.
 EAGER = dict(warmup=2, target_s=0.03, min_reps=3, max_reps=20, max_s=0.25)
 CPU = dict(warmup=1, target_s=0.02, min_reps=3, max_reps=20, max_s=0.25)
+# Eager and CPU times: torch and hsma alternate in this many rounds (each a share of the calls above), the median
+# of the round medians counts. Back to back, a drifting host decided single rows: the same torch kernel timed
+# 0.52-1.83x itself in forward + backward (H200, 40004a6, the shapes handed to torch).
+EAGER_ROUNDS = 3
 GRAPH = dict(target_replay_s=2e-3, max_calls=20, warmup=1, target_s=0.02, min_reps=3, max_reps=20)
 
 
@@ -240,12 +246,20 @@ def _call_bwd(solve, shape: Shape, A, B, G):
     return lambda: torch.autograd.grad(fwd(), (A, B), G)
 
 
-def _time(fn, mode: str, device, est_us: Optional[float] = None) -> float:
+def _share(cfg: dict, rounds: int) -> dict:
+    """A timing config's calls and seconds split over ``rounds`` rounds (at least one call each)."""
+    return dict(cfg, target_s=cfg["target_s"] / rounds, min_reps=max(1, -(-cfg["min_reps"] // rounds)),
+                max_reps=max(1, -(-cfg["max_reps"] // rounds)), max_s=cfg["max_s"] / rounds)
+
+
+def _time(fn, mode: str, device, est_us: Optional[float] = None, rounds: int = 1, warm: bool = False) -> float:
+    """One round's median time of fn: a CUDA graph's replays (graph modes, all in one round), else isolated calls,
+    ``1 / rounds`` of them (``warm``: fn has run before, no warm-up)."""
     if device.type != "cuda":
-        return tm.time_cpu(fn, **CPU).median_us
+        return tm.time_cpu(fn, warm=warm, **_share(CPU, rounds)).median_us
     if mode in GRAPH_MODES:
         return tm.time_cuda_graph(fn, est_us=est_us, **GRAPH).median_us
-    return tm.time_cuda_events(fn, **EAGER).median_us
+    return tm.time_cuda_events(fn, warm=warm, **_share(EAGER, rounds)).median_us
 
 
 def _plan(plan_fn, shape: Shape, A, B) -> tuple:
@@ -309,23 +323,27 @@ def measure_api(api: str, modes, shape: Shape, A, B, G, device, check: bool, hsm
         bwd, graph = mode.endswith("_bwd"), mode in GRAPH_MODES
         if bwd and Ag is None:
             Ag, Bg = A.detach().requires_grad_(), B.detach().requires_grad_()
-        us, errs = {}, {}
-        for name in order:
-            if name in failed:
-                continue
-            solve, cm = sides[name]
-            try:
-                with cm():
-                    fn = _call_bwd(solve, shape, Ag, Bg, G) if bwd else _call(solve, shape, A, B)
-                    us[name] = _time(fn, mode, device, eager_us.get((name, bwd)))
-                if not graph:
-                    eager_us[(name, bwd)] = us[name]
-            except Exception as e:  # noqa: BLE001 - one call's failure is this row's status, never the run's
-                errs[name] = core.short(e, root=graph)
-                if device.type == "cuda":
-                    core.cleanup(device)
-            finally:
-                fn = None
+        rounds = 1 if graph else EAGER_ROUNDS
+        meds, errs = {}, {}
+        for r in range(rounds):  # torch and hsma alternate round by round (eager; see EAGER_ROUNDS)
+            for name in order:
+                if name in failed or name in errs:
+                    continue
+                solve, cm = sides[name]
+                try:
+                    with cm():
+                        fn = _call_bwd(solve, shape, Ag, Bg, G) if bwd else _call(solve, shape, A, B)
+                        meds.setdefault(name, []).append(
+                            _time(fn, mode, device, eager_us.get((name, bwd)), rounds=rounds, warm=r > 0))
+                except Exception as e:  # noqa: BLE001 - one call's failure is this row's status, never the run's
+                    errs[name] = core.short(e, root=graph)
+                    if device.type == "cuda":
+                        core.cleanup(device)
+                finally:
+                    fn = None
+        us = {name: statistics.median(m) for name, m in meds.items() if name not in errs}
+        if not graph:
+            eager_us.update({(name, bwd): t for name, t in us.items()})
         what = "capture" if graph else "call"
         note = notes + [f"{n} {mode} {what}: {msg}" for n, msg in errs.items()]
         hsma_bad, torch_bad = "hsma" in failed or "hsma" in errs, "torch" in failed or "torch" in errs

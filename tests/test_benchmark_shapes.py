@@ -132,6 +132,25 @@ def test_failures_and_budget_are_recorded(monkeypatch):
     assert [r["status"] for r in rows] == [rp.SKIPPED_BUDGET] * 4 and all(math.isnan(r["ratio"]) for r in rows)
 
 
+def test_eager_rounds_alternate_torch_and_hsma(monkeypatch):
+    """Eager times: EAGER_ROUNDS rounds, torch and hsma alternating, each a share of the calls; the median of the
+    round medians is the row's time."""
+    calls, times = [], iter([5.0, 1.0, 9.0, 2.0, 6.0, 3.0])
+
+    def fake_time(fn, mode, device, est_us=None, rounds=1, warm=False):
+        calls.append((rounds, warm))
+        return next(times)
+
+    monkeypatch.setattr(sh, "_time", fake_time)
+    rows = sh.run_shapes(sh.jobs_for([0], 1, "cpu"), "cpu", quiet=True, modes=("eager",))
+    assert calls == [(3, False), (3, False), (3, True), (3, True), (3, True), (3, True)]
+    r = rows[0]
+    # idx 0: torch first (5, 9, 6 -> 6), then hsma (1, 2, 3 -> 2)
+    assert {r["torch_us"], r["hsma_us"]} == {6.0, 2.0}
+    split = sh._share(sh.EAGER, 3)
+    assert split["min_reps"] == 1 and split["max_reps"] == 7 and split["target_s"] == sh.EAGER["target_s"] / 3
+
+
 def _row(ratio, region="k<=64", mode="eager", k=8, path="small", idx=0, status=rp.OK, api="dropin"):
     return dict(seed=0, idx=idx, region=region, dtype="float32", k=k, n=1, batch=1, left=True, upper=False, trans="N",
                 unit=False, a_broadcast=False, api=api, mode=mode, path=path, why="", torch_us=ratio, hsma_us=1.0,
