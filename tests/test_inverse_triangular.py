@@ -633,4 +633,8 @@ def test_cuda_graph_capture(device, k, batch, dtype, out_dtype):
         g.replay()
         torch.cuda.synchronize()
         check_inverse(static_out, fresh, upper=False, unit=False, dtype=out_dtype or dtype)
-        assert_same_bits(static_out, hsma_trsm.inverse_triangular(fresh, upper=False, out_dtype=out_dtype))
+        eager = hsma_trsm.inverse_triangular(fresh, upper=False, out_dtype=out_dtype)
+        if k <= 64:  # the inverse kernel, captured or not
+            assert_same_bits(static_out, eager)
+        else:  # the solve against an identity: under capture its plan takes the fastest path GPU-only (gpu_path)
+            torch.testing.assert_close(static_out, eager, rtol=1e-4, atol=1e-5)
