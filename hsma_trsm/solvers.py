@@ -5,7 +5,9 @@ Each checks its arguments as torch does (torch's exception types and messages), 
 triangular solves on hsma's kernels (plus, for LU, the pivots' permutation and a gather), with the results
 and output layout of torch's function of the same name. Autograd comes from the composition: trsm's
 registered formulas and the gather's. The switch's kernels (:mod:`hsma_trsm.switch`) run the same
-compositions.
+compositions. On the CPU, an eager call that records no gradient is torch's own function (LAPACK), as the CPU
+``solve_triangular`` is; complex ``cholesky_inverse`` excepted (LAPACK's potri ignores the imaginary part of the
+factor's diagonal).
 """
 import torch
 from torch.overrides import handle_torch_function, has_torch_function
@@ -51,7 +53,8 @@ def cholesky_solve(B, L, upper=False):
 
     Method: ``Y = L^{-1} B`` then ``X = L^{-H} Y`` (upper: ``U^{-H}``, then ``U^{-1}``), two triangular
     solves on hsma's kernels; the second is written as the transposed (right-side) solve so that X comes
-    out column-major as torch's does, without a copy. Differentiable (reverse and forward mode).
+    out column-major as torch's does, without a copy. Differentiable (reverse and forward mode). On the CPU
+    without a gradient: torch's function (LAPACK potrs).
     """
     try:
         if not _is_compiling():
@@ -78,7 +81,7 @@ def cholesky_inverse(L, upper=False):
 
     Returns:
         Tensor: ``A^{-1}``, ``(*, k, k)``, column-major as torch's. Hermitian up to rounding (as torch's
-        CUDA result; torch's CPU result, from LAPACK ``potri``, is exactly Hermitian).
+        CUDA result); exactly Hermitian where torch's CPU function runs (below).
 
     Dtypes, devices and differentiability as :func:`cholesky_solve`.
 
@@ -92,7 +95,9 @@ def cholesky_inverse(L, upper=False):
         >>> torch.allclose(hsma_trsm.cholesky_inverse(L) * 64, torch.tensor([[17.0, -2.0], [-2.0, 4.0]]))
         True
 
-    Method: :func:`cholesky_solve` against the identity (two triangular solves), as torch does on CUDA.
+    Method: :func:`cholesky_solve` against the identity (two triangular solves), as torch does on CUDA. On the
+    CPU, real L, without a gradient: torch's function (LAPACK potri), which raises
+    :class:`torch.linalg.LinAlgError` for a zero on L's diagonal; the solves return inf or nan there.
     """
     try:
         if not _is_compiling():
@@ -147,7 +152,8 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     ``torch.lu_unpack`` into a one-byte ``k x k`` matrix per batch entry, then its argmax), applied to B (or to
     the result) by a gather; then the unit lower and the upper triangular solves on hsma's kernels, with ``trans``
     and ``left`` chosen so that no operand is copied and the result has torch's layout. Differentiable
-    in B and LU (reverse and forward mode); the pivots, integers, get no gradient.
+    in B and LU (reverse and forward mode); the pivots, integers, get no gradient. On the CPU without a gradient:
+    torch's function (LAPACK getrs).
     """
     try:
         if not _is_compiling():

@@ -450,3 +450,15 @@ def test_batch_mismatch_message_as_torch(call):
         theirs[call]()
     with pytest.raises(RuntimeError, match="^" + re.escape(str(t.value)) + "$"):
         ours[call]()
+
+
+def test_cpu_cholesky_inverse_of_a_singular_factor():
+    """On the CPU without a gradient cholesky_inverse is torch's (LAPACK potri: LinAlgError for a zero pivot); with a
+    gradient, hsma's solves give inf there (as documented)."""
+    L = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.cholesky_inverse(L)
+    with pytest.raises(torch.linalg.LinAlgError):
+        hsma_trsm.cholesky_inverse(L)
+    X = hsma_trsm.cholesky_inverse(L.clone().requires_grad_())
+    assert not torch.isfinite(X).all()

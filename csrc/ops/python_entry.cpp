@@ -17,7 +17,7 @@
 // or A and B not of one supported dtype (api.py promotes them or raises UnsupportedDtypeError).
 // The checks cost nothing on this path: they only run after a decline. The solvers' entries decline
 // whatever torch's function would not take as given (solvers.h: operands_fit, pivots_fit), so that
-// solvers.py raises torch's error or converts.
+// solvers.py raises torch's error or converts; on the CPU without a gradient they call torch's function itself.
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
@@ -368,11 +368,11 @@ PyMethodDef methods[] = {
      METH_FASTCALL, "public_solve_triangular(implementation, doc) -> builtin: hsma_trsm.solve_triangular, taken in C++ "
      "where it can be, else by the Python implementation."},
     {"cholesky_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_solve_entry)),
-     METH_FASTCALL, "cholesky_solve(B, L, upper) -> Tensor or None: torch.ops.hsma.cholesky_solve, as trsm."},
+     METH_FASTCALL, "cholesky_solve(B, L, upper) -> Tensor or None: hsma.cholesky_solve (CPU, no grad: torch's)."},
     {"cholesky_inverse", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(cholesky_inverse_entry)),
-     METH_FASTCALL, "cholesky_inverse(L, upper) -> Tensor or None: torch.ops.hsma.cholesky_inverse, as trsm."},
+     METH_FASTCALL, "cholesky_inverse(L, upper) -> Tensor or None: hsma.cholesky_inverse (CPU, no grad: torch's)."},
     {"lu_solve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(lu_solve_entry)), METH_FASTCALL,
-     "lu_solve(LU, pivots, B, left, adjoint) -> Tensor or None: torch.ops.hsma.lu_solve, as trsm."},
+     "lu_solve(LU, pivots, B, left, adjoint) -> Tensor or None: torch.ops.hsma.lu_solve (CPU, no grad: torch's)."},
     {"torch_solve_row_major", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(row_major_entry)),
      METH_FASTCALL, "torch_solve_row_major(A, B) -> bool: whether torch.linalg.solve_triangular's result is "
      "row-major for these operands (csrc/trsm.h)."},
