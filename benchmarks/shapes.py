@@ -14,9 +14,9 @@ for complex128 at k near 8192) k shrink until A + B + X stay under 1 GiB (GPU) o
 k <= 512, n <= 256, batch <= 64. Regions (:func:`region`): k <= 64; k > 64 with one matrix and n <= 16 or n > 16;
 k > 64 batched.
 
-Per shape, torch and hsma in the same process, on the same inputs, eager times alternating in EAGER_ROUNDS rounds
-(which goes first alternates by index)
-(bu.make_triangular, bu.make_rhs); ratio = torch time / hsma time (above 1: hsma faster). apis: "dropin",
+Per shape, torch and hsma in the same process on the same inputs (bu.make_triangular, bu.make_rhs), eager times
+alternating in EAGER_ROUNDS rounds (which goes first alternates by index); ratio = torch time / hsma time (above 1:
+hsma faster). apis: "dropin",
 hsma_trsm.solve_triangular against torch.linalg.solve_triangular (op(A) passed as an A.mT / A.mH view with upper
 flipped, as client code does); "switch", torch.linalg.solve_triangular inside ``hsma_trsm.enabled()`` against
 outside (CUDA only: the switch routes CUDA tensors). modes: "eager" (isolated calls, timing.time_cuda_events: device

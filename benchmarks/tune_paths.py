@@ -12,7 +12,8 @@ so the cell's gpu_path is the fastest GPU-only (choose_gpu_path). The table the 
 cell with both choices and every time measured (default: <repo>/out/tune/<gpu>-sm<cc>-paths.csv; copy it to
 hsma_trsm/tuning/ to ship it, or point the library at it with HSMA_TRSM_PATHS=path). Cells whose operands pass
 --mem-gib are left out (the plan takes the nearest cell). The sweep is timed up to --sweep-max-cols columns (its
-chain of row blocks makes it slow for more). The rows are written as they are measured, so an interrupted run leaves a usable table.
+chain of row blocks makes it slow for more). The rows are written as they are measured, so an interrupted run
+leaves a usable table.
 --rechoose TABLE takes no GPU: it chooses each cell's paths again from the times the table holds and rewrites it.
 """
 import argparse

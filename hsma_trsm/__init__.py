@@ -44,4 +44,5 @@ except Exception as _e:  # noqa: BLE001 - DTensor internals of another torch: th
     _warnings.warn(f"hsma_trsm: DTensor support is off ({type(_e).__name__}: {_e})", stacklevel=2)
 
 __all__ = ["inverse_triangular", "plan", "Plan", "solve_triangular", "solve_tril", "trsm", "trsm_",
-           "UnsupportedDtypeError", "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled", "is_enabled"]
+           "UnsupportedDtypeError", "cholesky_solve", "cholesky_inverse", "lu_solve", "enable", "disable", "enabled",
+           "is_enabled"]
