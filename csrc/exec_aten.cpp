@@ -9,7 +9,7 @@
 namespace hsma {
 
 void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X) {
-  const bool half = half_dtype(A.scalar_type());
+  const bool half = half_dtype(B.scalar_type());  // (A: B's dtype or float32)
   const at::Tensor Aw = half ? as_float32(A) : A, Bw = half ? as_float32(B) : B;
   const at::Tensor opA = args.trans == Trans::kN ? Aw : (args.trans == Trans::kT ? Aw.mT() : Aw.mH());
   const bool upper_eff = args.upper != (args.trans != Trans::kN);

@@ -110,8 +110,9 @@ def _result_shape(A, B, left):
         lambda: f"hsma::trsm: A is {k}x{k} but B is {m}x{n} (left={left})",
     )
     torch._check(
-        A.dtype == B.dtype,
-        lambda: f"hsma::trsm: A and B must have the same dtype, got {A.dtype} and {B.dtype}",
+        A.dtype == B.dtype or (A.dtype == _C.half_partner and B.dtype in _C.half_dtypes),
+        lambda: f"hsma::trsm: A and B must have the same dtype (or float32 A with a bfloat16 / float16 B), got "
+        f"{A.dtype} and {B.dtype}",
     )
     # Reached with a meta operand beside a real one too (the dispatcher picks the Meta kernel): that mix is refused
     # as the real kernels refuse any two devices, where torch's meta functions would return a meta tensor.

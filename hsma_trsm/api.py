@@ -34,8 +34,11 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         unitriangular (bool): diag: A has a unit diagonal. Default False.
         alpha (Number): scale of B (complex only with complex dtypes). Default 1.
         out_dtype (torch.dtype, optional): ``torch.float32`` returns the float32 solution of
-            bfloat16 / float16 inputs (not rounded to their dtype); otherwise only the result's
-            own dtype is accepted (TypeError). Default None: the result's dtype.
+            bfloat16 / float16 inputs (not rounded to their dtype). B's dtype, for float32 A with a
+            bfloat16 / float16 B (flash-linear-attention's triangles beside its keys): X in B's dtype,
+            the float32 solve rounded once, with A and B read as they are (no promoted copy of B).
+            Otherwise only the result's own dtype is accepted (TypeError). Default None: the
+            result's dtype.
 
     Returns:
         Tensor: X of shape ``(*broadcast batch, m, n)``, contiguous, of the dtype below.
@@ -44,7 +47,8 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
     Dtypes: float32, float64, complex64, complex128, bfloat16, float16; CPU and CUDA tensors (A and
     B on the same device). A and B of different dtypes are both converted to
     ``torch.promote_types(A.dtype, B.dtype)``, as :func:`solve_triangular` does (the op
-    ``torch.ops.hsma.trsm`` itself wants one dtype); a promoted dtype outside the six raises
+    ``torch.ops.hsma.trsm`` itself wants one dtype, or float32 A with a bfloat16 / float16 B, whose
+    result has B's dtype: ``out_dtype=B.dtype`` here); a promoted dtype outside the six raises
     :class:`UnsupportedDtypeError`. A zero on the diagonal gives inf/nan, as IEEE division does.
     bfloat16 and float16 are solved in float32 arithmetic (inputs widened exactly) and the result
     rounded once to their dtype: its error is the float32 solve's (about cond(A) times float32's
@@ -92,13 +96,15 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
             if X is not None:
                 return X
         alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
-        if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor):
+        if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor) and not (
+                out_dtype == B.dtype and A.dtype == _HALF_PARTNER and B.dtype in _HALF_DTYPES):
             A, B = _promote("hsma_trsm.trsm", A, B)
             if out_dtype is not None and out_dtype != A.dtype:
                 if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
                     raise TypeError(
                         f"hsma_trsm.trsm(): out_dtype must be the result's dtype {A.dtype} (or torch.float32 for "
-                        f"bfloat16 / float16 inputs), got {out_dtype}"
+                        f"bfloat16 / float16 inputs, or B's dtype for float32 A with a bfloat16 / float16 B), got "
+                        f"{out_dtype}"
                     )
                 A, B = A.float(), B.float()  # the float32 solve the half types take anyway, unrounded
         return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)
@@ -115,8 +121,9 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
 
     Dtypes: the result has B's dtype (float32, float64, complex64, complex128, bfloat16 or float16; others raise
     :class:`UnsupportedDtypeError`). A of another dtype is converted to B's when
-    ``torch.promote_types(A.dtype, B.dtype)`` is B's dtype (float32 A with float64 or complex64 B);
-    otherwise (float64 A with float32 or complex64 B, complex A with real B) TypeError, the op's
+    ``torch.promote_types(A.dtype, B.dtype)`` is B's dtype (float32 A with float64 or complex64 B).
+    float32 A with a bfloat16 / float16 B is solved as it is (float32 arithmetic, rounded once into
+    B). Otherwise (float64 A with float32 or complex64 B, complex A with real B) TypeError, the op's
     "A and B must have the same dtype": B could not hold the promoted result. Argument types and
     other errors as :func:`trsm`.
 
@@ -147,6 +154,7 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
 # The dtypes of trsm and trtri, and the half types among them, as the C++ side defines them (csrc/trsm.h).
 _TRSM_DTYPES = frozenset(_C.trsm_dtypes)
 _HALF_DTYPES = frozenset(_C.half_dtypes)
+_HALF_PARTNER = _C.half_partner  # the other dtype an A of a bfloat16 / float16 B may have (float32)
 
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):

@@ -238,9 +238,13 @@ def test_half_inplace_mixed_dtypes(device, dtype, gen):
     hsma_trsm.trsm_(A, C)
     assert C.dtype == torch.float32
     check_solution(C, A, B, dtype=torch.float32)
-    # float32 A with half B: B cannot hold the promoted float32 result.
+    # float32 A with half B: the op's mixed pair, the float32 solve rounded once into B.
+    D = B.to(dtype)
+    hsma_trsm.trsm_(A.float(), D)
+    assert_same_bits(D, hsma_trsm.trsm(A.float(), B.to(dtype).float()).to(dtype))
+    # float64 A with half B: B cannot hold the promoted float64 result.
     with pytest.raises(TypeError):
-        hsma_trsm.trsm_(A.float(), B.to(dtype))
+        hsma_trsm.trsm_(A.double(), B.to(dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,8 +318,79 @@ def test_mixed_dtypes_promote(device, a_dtype, b_dtype, expected, gen):
     for X in (hsma_trsm.trsm(A, B, upper=True), hsma_trsm.solve_triangular(A, B, upper=True)):
         assert X.dtype == expected
         check_solution(X, A, B, upper=True, dtype=expected)
+    if a_dtype == torch.float32 and b_dtype in HALF_DTYPES:
+        return  # the op's one mixed pair (below)
     with pytest.raises(TypeError, match="same dtype"):
         torch.ops.hsma.trsm(A, B, upper=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# float32 A with a bfloat16 / float16 B (flash-linear-attention's float32 triangles beside its 16-bit keys): the op
+# reads both as they are, X has B's dtype and is the float32 solve of the widened B, rounded once; trsm takes the
+# pair with out_dtype=B.dtype (without it, it promotes, above), trsm_ solves into B. Gradients: A's in float32,
+# B's in B's dtype, against float64 gradients of the widened inputs.
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("left", BOOL, ids=["right", "left"])
+@pytest.mark.parametrize("k", [6, 64, 70])
+def test_float32_a_half_b(device, dtype, left, k, gen):
+    A = make_triangular(k, batch=(2,), dtype=torch.float32, unit=True, device=device, gen=gen)
+    B = make_rhs(b_shape(k, 5, left=left, batch=(2,)), dtype=dtype, device=device, gen=gen)
+    kw = solve_kwargs(left, False, "T", True, alpha=-2)
+    A0, B0 = A.clone(), B.clone()
+    X = torch.ops.hsma.trsm(A, B, **kw)
+    assert_unchanged(A, A0, "A")
+    assert_unchanged(B, B0, "B")
+    check_half(X, A, B, dtype=dtype, **kw)
+    assert_same_bits(X, torch.ops.hsma.trsm(A, B.float(), **kw).to(dtype))
+    assert_same_bits(hsma_trsm.trsm(A, B, out_dtype=dtype, **kw), X)
+    C = B.clone()
+    assert hsma_trsm.trsm_(A, C, **kw) is C
+    assert_same_bits(C, X)
+    with pytest.raises(TypeError, match="same dtype"):  # the reverse pair: B could not hold A
+        torch.ops.hsma.trsm(A.to(dtype), B.float(), **kw)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("left", BOOL, ids=["right", "left"])
+def test_float32_a_half_b_autograd(device, dtype, left, gen):
+    k = 9
+    A = make_triangular(k, dtype=torch.float32, upper=True, device=device, gen=gen, fill=None)
+    B = make_rhs(b_shape(k, 4, left=left), dtype=dtype, device=device, gen=gen)
+    gX = make_rhs(b_shape(k, 4, left=left), dtype=dtype, device=device, gen=gen)
+    kw = dict(left=left, upper=True, trans="N", unitriangular=False)
+    Ar, Br = A.clone().requires_grad_(), B.clone().requires_grad_()
+    X = torch.ops.hsma.trsm(Ar, Br, **kw)
+    assert X.dtype == dtype
+    gA, gB = torch.autograd.grad(X, (Ar, Br), gX)
+    assert gA.dtype == torch.float32 and gB.dtype == dtype
+    mask = triangle_mask(k, upper=True, unit=False, device=device)
+    assert (gA.masked_fill(mask, 0) == 0).all()  # the unread triangle (finite junk here): exactly zero
+    rA, rB = _torch_reference_grads(A, B, gX, left=left, upper=True, trans="N", unit=False)
+    bound = 8 * unit_roundoff(dtype)  # G and X each rounded to the half type, cond(A) < ~10
+    assert relative_error(gB, rB.numpy()) <= bound
+    assert relative_error(gA, rA.numpy()) <= bound
+    # Forward mode: the tangent has X's dtype and matches the float64 one within the same bound.
+    dA = make_rhs((k, k), dtype=torch.float32, device=device, gen=gen).triu()
+    dB = make_rhs(b_shape(k, 4, left=left), dtype=dtype, device=device, gen=gen)
+    _, dX = torch.func.jvp(lambda a, b: torch.ops.hsma.trsm(a, b, **kw), (A, B), (dA, dB))
+    assert dX.dtype == dtype
+    A64, B64 = A.double().cpu(), B.double().cpu()
+    _, rdX = torch.func.jvp(lambda a, b: torch.linalg.solve_triangular(a.triu(), b, upper=True, left=left),
+                            (A64, B64), (dA.double().cpu(), dB.double().cpu()))
+    assert relative_error(dX, rdX.numpy()) <= bound
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float32_a_half_b_compile_and_opcheck(device, fresh_dynamo, gen):
+    A = make_triangular(8, batch=(3,), dtype=torch.float32, device=device, gen=gen)
+    B = make_rhs((3, 8, 2), dtype=torch.bfloat16, device=device, gen=gen)
+    torch.library.opcheck(torch.ops.hsma.trsm.default, (A, B), {"upper": False})
+    f = torch.compile(lambda a, b: hsma_trsm.trsm(a, b, out_dtype=torch.bfloat16), fullgraph=True, backend="eager")
+    assert_same_bits(f(A, B), torch.ops.hsma.trsm(A, B))
 
 
 # ---------------------------------------------------------------------------------------------

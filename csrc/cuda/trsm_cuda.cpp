@@ -86,8 +86,9 @@ at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool u
                      bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
-  // bfloat16 / float16: the float32 solve of the converted inputs, rounded once to their dtype.
-  if (half_dtype(A.scalar_type())) return solve_new(as_float32(A), as_float32(B), args, s).to(A.scalar_type());
+  // bfloat16 / float16 B (A of its dtype or float32): the float32 solve of the converted inputs, rounded once to
+  // B's dtype.
+  if (half_dtype(B.scalar_type())) return solve_new(as_float32(A), as_float32(B), args, s).to(B.scalar_type());
   return solve_new(A, B, args, s);
 }
 

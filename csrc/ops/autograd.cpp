@@ -19,6 +19,8 @@
 // Forward mode (tangents dA, dB):
 //   left:  dX = T^{-1} (alpha dB - dT X),  right: dX = (alpha dB - X dT) T^{-1},
 // dT = op(dA) projected on the same triangle, so the unit diagonal's tangent is ignored.
+// A float32 A beside a 16-bit B (and X): the products that involve A's side (gT, dT X) are formed in float32, so
+// that gA and the tangent's right-hand side are not rounded to 16 bits on the way.
 // Every solve goes through the dispatcher, so double backward, forward-over-reverse and
 // reverse-over-forward work, and vmap sees the batch rule.
 #include <ATen/ExpandUtils.h>
@@ -92,6 +94,9 @@ at::Tensor apply_op(const at::Tensor& M, Trans trans) {
 
 bool has_fw_grad(const at::Tensor& t) { return t.defined() && t._fw_grad(/*level=*/0).defined(); }
 
+// t in dtype d (t itself when it has it).
+at::Tensor in_dtype(const at::Tensor& t, at::ScalarType d) { return t.scalar_type() == d ? t : t.to(d); }
+
 // The tensor without its forward-mode tangent (what generated kernels call the primal), so that
 // the tangent computation does not itself carry tangents.
 at::Tensor primal(const at::Tensor& t) { return has_fw_grad(t) ? t._fw_primal(/*level=*/0) : t; }
@@ -119,8 +124,9 @@ variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::
   if (want_a) {
     // The minus sign on G (k x n or m x k), not on the k x k product; the projection in place
     // where the product is not a conj view: one k x k temporary in all.
-    const at::Tensor Gn = G.neg();
-    at::Tensor gT = f.left ? at::matmul(Gn, X.mH()) : at::matmul(X.mH(), Gn);
+    const at::Tensor Gn = in_dtype(G, A.scalar_type()).neg();
+    const at::Tensor Xh = in_dtype(X, A.scalar_type()).mH();
+    at::Tensor gT = f.left ? at::matmul(Gn, Xh) : at::matmul(Xh, Gn);
     if (f.trans == Trans::kT) gT = gT.mT();
     if (f.trans == Trans::kC) gT = gT.mH();
     if (gT.is_conj())
@@ -215,13 +221,14 @@ at::Tensor trsm_tangent(const at::Tensor& A, const at::Tensor& X, const at::Tens
                         bool upper, Trans trans, bool unit, const c10::Scalar& alpha) {
   if (!dA.defined()) return call_trsm(A, dB, left, upper, trans_name(trans), unit, alpha);
   const at::Tensor dT = apply_op(project(dA, upper, unit), trans);
-  at::Tensor rhs = left ? at::matmul(dT, X) : at::matmul(X, dT);  // dT X or X dT
+  const at::Tensor Xw = in_dtype(X, dT.scalar_type());
+  at::Tensor rhs = left ? at::matmul(dT, Xw) : at::matmul(Xw, dT);  // dT X or X dT
   if (dB.defined()) {
     rhs = (is_one(alpha) ? dB : dB * alpha) - rhs;
   } else {
     rhs = -rhs;
   }
-  return call_trsm(A, rhs, left, upper, trans_name(trans), unit, 1);
+  return in_dtype(call_trsm(A, rhs, left, upper, trans_name(trans), unit, 1), X.scalar_type());
 }
 
 at::Tensor trsm_autograd(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,

@@ -45,7 +45,8 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   HSMA_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, got shape ", shape(A.sizes()));
   TORCH_CHECK_TYPE(supported_dtype(A.scalar_type()), op,
                    ": A must be float32, float64, complex64, complex128, bfloat16 or float16, got ", A.scalar_type());
-  TORCH_CHECK_TYPE(A.scalar_type() == B.scalar_type(), op, ": A and B must have the same dtype, got A ",
+  TORCH_CHECK_TYPE(trsm_dtypes_agree(A.scalar_type(), B.scalar_type()), op,
+                   ": A and B must have the same dtype (or float32 A with a bfloat16 / float16 B), got A ",
                    A.scalar_type(), " and B ", B.scalar_type());
   HSMA_CHECK(A.device() == B.device(), op, ": A and B must be on the same device, got A on ", A.device().str(),
               " and B on ", B.device().str());

@@ -388,15 +388,18 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hsma_trsm._C",
 namespace hsma {
 namespace {
 
+// torch.dtype of t, a new reference.
+PyObject* dtype_object(at::ScalarType t) {
+  PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(t));
+  Py_INCREF(d);
+  return d;
+}
+
 // A tuple of the dtypes in `set`, as torch.dtype objects; nullptr with a Python error set on failure.
 template <size_t N> PyObject* dtype_tuple(const std::array<at::ScalarType, N>& set) {
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(N));
   if (t == nullptr) return nullptr;
-  for (size_t i = 0; i < N; ++i) {
-    PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(set[i]));
-    Py_INCREF(d);
-    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), d);
-  }
+  for (size_t i = 0; i < N; ++i) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), dtype_object(set[i]));
   return t;
 }
 
@@ -418,6 +421,7 @@ PyObject* str_tuple(const std::array<const char*, kRoutedOps.size()>& names) {
 bool add_constants(PyObject* module) {
   const std::pair<const char*, PyObject*> items[] = {{"trsm_dtypes", dtype_tuple(kTrsmDtypes)},
                                                      {"half_dtypes", dtype_tuple(kHalfDtypes)},
+                                                     {"half_partner", dtype_object(kHalfPartner)},
                                                      {"solver_dtypes", dtype_tuple(kSolverDtypes)},
                                                      {"routed_ops", str_tuple(kRoutedOps)}};
   bool ok = true;
