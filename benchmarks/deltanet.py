@@ -24,7 +24,10 @@ Groups (case column):
              64, dv], upper=False, unitriangular=True)``, ut = tril(beta K K^T) with its diagonal (beta |k|^2,
              not 1) stored, float32 and bfloat16: hsma against torch (float32 only);
     bf16     batches of 8192 and 16384 lower 64 x 64 systems against 64 x 64: hsma in bfloat16 against hsma in
-             float32 on the same values (hsma_f32) and torch float32.
+             float32 on the same values (hsma_f32) and torch float32;
+    e2e      fla's ``chunk_gated_delta_rule`` forward + backward at training shapes (K = V = 128, bf16), stock
+             against fla's unfused intra-chunk step with fla's solve_tril (fla_unfused) and with hsma's (hsma),
+             eager only (benchmarks/deltanet_e2e.py says why the swap needs the unfused step).
 
 A is built as fla's chunk_scaled_dot_kkt builds it (l2-normalized keys, beta = sigmoid(randn)). Each contender's
 first call is checked on 8 matrices spread over the batch against a float64 reference (max abs diff; hsma's
@@ -68,13 +71,14 @@ from . import output
 from . import report as rp
 from . import timing as tm
 from . import util as bu
+from .deltanet_e2e import gdn_inputs, gdn_step, unfused_intra
 from .fla_kernels import Fla, import_fla, precompile_fla
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
 from .tidy import Tidy
 
 SUITE = "deltanet"
-GROUPS = ("inverse", "wu", "qwen", "bf16")
-FLA_GROUPS = ("inverse", "wu")  # the groups that compare against fla
+GROUPS = ("inverse", "wu", "qwen", "bf16", "e2e")
+FLA_GROUPS = ("inverse", "wu", "e2e")  # the groups that compare against fla
 F32, BF16 = torch.float32, torch.bfloat16
 NAN = math.nan
 
@@ -86,16 +90,18 @@ SKIPPED_NO_FLA = "skipped (fla not installed)"
 FLA_SHAPES = [(1, 8192, 96), (4, 4096, 64), (8, 2048, 32)]
 
 # Sizes per mode (cases.PLANS' modes): inverse and wu shapes (B, T, H), the chunk sizes BT of the inverse rows,
-# (K, V) of the w/u rows, qwen shapes (B, H, T) with dv value columns, the bf16 group's batches.
+# (K, V) of the w/u and e2e rows, qwen shapes (B, H, T) with dv value columns, the bf16 group's batches, the e2e
+# shapes (B, T, H): issue 52's training shapes.
+GDN_SHAPES = [(4, 8192, 16), (1, 32768, 32), (16, 2048, 8)]
 PLANS = {
     "gpu": dict(inverse=FLA_SHAPES, bts=[16, 32, 64], wu=FLA_SHAPES, wu_kv=(128, 128),
-                qwen=[(1, 32, 8192), (4, 32, 4096)], dv=128, bf16=[8192, 16384]),
+                qwen=[(1, 32, 8192), (4, 32, 4096)], dv=128, bf16=[8192, 16384], e2e=GDN_SHAPES),
     "gpu-quick": dict(inverse=[(4, 4096, 64)], bts=[64], wu=[(4, 4096, 64)], wu_kv=(128, 128),
-                      qwen=[(1, 32, 8192)], dv=128, bf16=[8192]),
+                      qwen=[(1, 32, 8192)], dv=128, bf16=[8192], e2e=GDN_SHAPES[:1]),
     "cpu": dict(inverse=[(1, 512, 4)], bts=[16, 32, 64], wu=[(1, 512, 4)], wu_kv=(32, 32),
-                qwen=[(1, 4, 512)], dv=32, bf16=[512]),
+                qwen=[(1, 4, 512)], dv=32, bf16=[512], e2e=[(1, 512, 4)]),
     "cpu-quick": dict(inverse=[(1, 128, 2)], bts=[64], wu=[(1, 128, 2)], wu_kv=(32, 32),
-                      qwen=[(1, 2, 128)], dv=32, bf16=[64]),
+                      qwen=[(1, 2, 128)], dv=32, bf16=[64], e2e=[(1, 128, 2)]),
 }
 KEY_DIM = 64  # head dim of the keys that build A for the inverse rows (fla's solve_tril test uses 64)
 CHECK_MATRICES = 8  # matrices per contender checked against the float64 reference
@@ -114,9 +120,9 @@ TIMING = {
 # Contender column prefixes: hsma is each row's headline hsma call; hsma_bf16 (wu) the all-bfloat16 solve;
 # hsma_f32 (bf16) the float32 solve of the same values; hsma_solve (inverse) the inverse by the solve against an
 # identity (the override inverse=solve), where hsma is trtri's own choice.
-NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve")
+NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve", "fla_unfused")
 # Per group the contender the long CSV's ratios are against (the headline comparison of the group).
-BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32"}
+BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32", "e2e": "fla"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,7 +162,7 @@ class DCase:
         if self.group == "qwen":
             return f"B{self.B} H{self.H} NC{self.T // self.BT} k={self.k} dv={self.n}"
         s = f"B{self.B} T{self.T} H{self.H} BT{self.BT}"
-        return s + (f" K+V={self.n}" if self.group == "wu" else "")
+        return s + (f" K+V={self.n}" if self.group in ("wu", "e2e") else "")
 
 
 def deltanet_cases(plan: dict, dtypes=(F32,), seed: int = 0) -> list:
@@ -181,6 +187,8 @@ def deltanet_cases(plan: dict, dtypes=(F32,), seed: int = 0) -> list:
             add("qwen", B, T, H, 64, dt, n=plan["dv"])
     for b in plan["bf16"]:
         add("bf16", b, 0, 0, 64, BF16, n=64)
+    for B, T, H in plan["e2e"]:
+        add("e2e", B, T, H, 64, BF16, n=kdim + vdim)
     return out
 
 
@@ -188,12 +196,12 @@ def run_order(cases: list) -> list:
     """(index, case) in the order they run: the BT = 64 inverse rows and the w/u rows first (the production chunk
     size; they share fla's BT = 64 tuning), then qwen and bf16, the BT = 16 and BT = 32 inverse rows last (their
     fla autotuning costs the most per row), so that a used-up time budget skips those first."""
-    rank = {"wu": 1, "qwen": 2, "bf16": 3}
+    rank = {"wu": 1, "e2e": 2, "qwen": 3, "bf16": 4}
 
     def key(job):
         i, c = job
         if c.group == "inverse":
-            return ({64: 0, 16: 4, 32: 5}.get(c.BT, 6), i)
+            return ({64: 0, 16: 5, 32: 6}.get(c.BT, 7), i)
         return (rank[c.group], i)
 
     return sorted(enumerate(cases), key=key)
@@ -216,6 +224,8 @@ def case_bytes(case: DCase) -> int:
     BT x BT inverse written (inverse) or the right-hand side read and the solution written (wu: bf16 read,
     float32 written; qwen, bf16: the input dtype)."""
     k, m = case.k, case.matrices
+    if case.group == "e2e":
+        return 0  # (a whole training step: no least traffic of hsma's own)
     tri = bu.triangle_elements(k, unit=case.group != "bf16")
     if case.group == "inverse":
         return m * (tri * 4 + k * k * case.dtype.itemsize)
@@ -240,7 +250,7 @@ def add_rates(row: dict) -> dict:
     row["bw_basis"] = basis
     for p in ("hsma", "fla"):
         us = row.get(f"{p}_graph_us" if basis == "graph" else f"{p}_us", NAN)
-        row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], us if rp.finite(us) else NAN)
+        row[f"{p}_gbs"] = bu.bandwidth_gbs(row["bytes"], us if rp.finite(us) and row["bytes"] else NAN)
         row[f"{p}_bw_frac"] = ratio(row[f"{p}_gbs"], row.get("copy_gbs", NAN))
     return row
 
@@ -307,6 +317,7 @@ class Contender:
     ref: str = "ref"  # key of its float64 reference in the inputs
     checked: bool = True  # hsma's: its error decides the status
     tol: float = 1e-3
+    graph: bool = True  # also timed by CUDA graph replay
 
 
 def _forced(fn: Callable, **overrides) -> Callable:
@@ -440,13 +451,28 @@ def build_bf16(case: DCase, device, fla=None) -> tuple:
     return inputs, cons, []
 
 
-BUILDERS = {"inverse": build_inverse, "wu": build_wu, "qwen": build_qwen, "bf16": build_bf16}
+def build_e2e(case: DCase, device, fla: Optional[Fla]) -> tuple:
+    """(inputs, contenders, notes) of an e2e row: each contender's result is fla's output and gradients (samples
+    of them), checked against stock fla's."""
+    import hsma_trsm
+
+    K = case.n // 2
+    inputs = gdn_inputs(case.B, case.T, case.H, K, case.n - K, device, bu._generator(device, case.seed))
+    inputs["ref"] = gdn_step(inputs)().double()
+    variants = (("fla", None), ("fla_unfused", unfused_intra(fla.solve_tril)),
+                ("hsma", unfused_intra(hsma_trsm.solve_tril)))
+    cons = [Contender(name, lambda i, intra=intra: gdn_step(i, intra), lambda i, X: X, checked=name == "hsma",
+                      tol=TOL[BF16], graph=False) for name, intra in variants]
+    return inputs, cons, []
+
+
+BUILDERS = {"inverse": build_inverse, "wu": build_wu, "qwen": build_qwen, "bf16": build_bf16, "e2e": build_e2e}
 
 
 def _flops(case: DCase) -> float:
     """Flops of hsma's call (for the implausible flag only): k^3 / 3 per inverse, k^2 n per solve."""
     k = case.k
-    per = k ** 3 / 3.0 if case.group == "inverse" else float(k * k * case.n)
+    per = k ** 3 / 3.0 if case.group == "inverse" else 0.0 if case.group == "e2e" else float(k * k * case.n)
     return per * case.matrices
 
 
@@ -507,7 +533,7 @@ def run_row(case: DCase, device, cfg: tm.TimingCfg, copy_gbs: float = NAN, fla: 
 
     if device.type == "cuda" and cfg.graph:
         for c in contenders:
-            if c.name in failed or not (row[f"{c.name}_us"] <= cfg.graph_max_us):
+            if c.name in failed or not c.graph or not (row[f"{c.name}_us"] <= cfg.graph_max_us):
                 continue
             try:
                 t = tm.graph_time(fns[c.name], row[f"{c.name}_us"], cfg)
@@ -542,11 +568,13 @@ def _targets() -> list:
     inv = lambda r: r["case"] == "inverse"  # noqa: E731
     return [
         Target("inverse >= 3x fla solve_tril", inv, both("fla_speedup", "fla_graph_speedup"), ">=", 3.0),
-        Target("inverse >= 60% of copy bandwidth", inv, [("", "hsma_bw_frac")], ">=", 0.6, fmt=f_frac_pct),
-        Target("w/u solve >= 4x fla solve_tril + w/u kernel", lambda r: r["case"] == "wu",
-               both("fla_speedup", "fla_graph_speedup"), ">=", 4.0),
+        Target("inverse >= 70% of copy bandwidth", inv, [("", "hsma_bw_frac")], ">=", 0.7, fmt=f_frac_pct),
+        Target("w/u solve >= 1.5x fla solve_tril + w/u kernel", lambda r: r["case"] == "wu",
+               both("fla_speedup", "fla_graph_speedup"), ">=", 1.5),
         Target("bf16 batched 64x64 >= 1.5x hsma float32", lambda r: r["case"] == "bf16",
                both("vs_f32", "graph_vs_f32"), ">=", 1.5),
+        Target("chunk_gated_delta_rule fwd + bwd with hsma >= stock fla", lambda r: r["case"] == "e2e",
+               [("eager", "fla_speedup")], ">=", 1.0),
     ]
 
 
@@ -554,7 +582,8 @@ def summary_lines(rows: list) -> list:
     """Markdown bullets: per group the geometric means of the ratios it has."""
     out = []
     keys = {"inverse": ("fla_speedup", "fla_graph_speedup", "fla_speedup_solve", "fla_graph_speedup_solve", "speedup"), "wu": ("fla_speedup", "fla_graph_speedup",
-            "fla_speedup_bf16"), "qwen": ("speedup", "graph_speedup"), "bf16": ("vs_f32", "graph_vs_f32")}
+            "fla_speedup_bf16"), "qwen": ("speedup", "graph_speedup"), "bf16": ("vs_f32", "graph_vs_f32"),
+            "e2e": ("fla_speedup",)}
     for g in GROUPS:
         sel = [r for r in rows if r["case"] == g]
         if sel:
@@ -641,7 +670,10 @@ def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
               "hsma_bf16, A in bf16 too (bf16 result). qwen = transformers' Qwen3.5 fallback `solve_triangular(ut, "
               "v_beta, upper=False, unitriangular=True)`, ut's stored diagonal not 1. bf16 = batches of 64 x 64 "
               "against 64 x 64 in bf16; h-alt = hsma float32 on the same values, f32/bf16 = its time / the bf16 "
-              "time. fla/hsma = fla time / hsma time, spd = torch / hsma, eager and graph (GPU-only). Every "
+              "time. e2e = fla chunk_gated_delta_rule forward + backward (bf16, K = V = 128): stock fla against fla "
+              "with its unfused intra-chunk step and hsma's solve_tril (fla_unfused: with fla's own), eager only, "
+              "checked against stock fla. fla/hsma = fla time / hsma time, spd = torch / hsma, eager and graph "
+              "(GPU-only). Every "
               "contender's first result checked on 8 matrices against float64 (diff = hsma's max abs diff). "
               "GB/s: A's strict triangle read (BT(BT-1)/2 float32) + the whole BT x BT inverse written (inverse), "
               "or + right-hand side read + solution written (solves), over hsma's graph time (eager where none); "
