@@ -15,11 +15,11 @@ Groups (case column):
              unitriangular=True)``, float32 only: torch has no half-precision solve, its bfloat16 rows are NaN);
     wu       the w/u step at the same shapes, BT = 64, K = V = 128: fla's pipeline, ``solve_tril`` with bfloat16
              output then its fused w/u kernel (``fla.ops.delta_rule.wy_fast.recompute_w_u_fwd``: w = Ai (beta
-             K), u = Ai (beta V), bf16 k, v and beta, beta applied inside), against one hsma solve
-             ``solve_triangular(view of A, view of [beta K | beta V], upper=False, unitriangular=True)``: hsma =
-             float32 A with the bfloat16 right-hand side (promoted: float32 result), hsma_bf16 = A rounded to
-             bfloat16 as well (bfloat16 result, fla's output dtype). [beta K | beta V] is formed beforehand
-             (bf16, [B, T, H, K + V]) and not timed;
+             K), u = Ai (beta V), bf16 k, v and beta, beta applied inside), against one hsma solve of the view
+             of A against the view of [beta K | beta V], unitriangular: hsma = fla's float32 A with the bfloat16
+             right-hand side as they are (``trsm(..., out_dtype=torch.bfloat16)``: bfloat16 result, fla's
+             output dtype), hsma_bf16 = A rounded to bfloat16 as well (``solve_triangular``). [beta K | beta V]
+             is formed beforehand (bf16, [B, T, H, K + V]) and not timed;
     qwen     transformers' Qwen3.5 fallback form, ``solve_triangular(ut [B, H, NC, 64, 64], v_beta [B, H, NC,
              64, dv], upper=False, unitriangular=True)``, ut = tril(beta K K^T) with its diagonal (beta |k|^2,
              not 1) stored, float32 and bfloat16: hsma against torch (float32 only);
@@ -221,8 +221,8 @@ def list_lines(mode: str, dtypes, seed: int = 0) -> list:
 def case_bytes(case: DCase) -> int:
     """Least memory traffic of hsma's call: A's strict triangle read (unit diagonal: BT(BT-1)/2 elements; float32
     for inverse and wu, the input dtype for qwen; bf16 solves read the whole triangle, non-unit), plus the whole
-    BT x BT inverse written (inverse) or the right-hand side read and the solution written (wu: bf16 read,
-    float32 written; qwen, bf16: the input dtype)."""
+    BT x BT inverse written (inverse) or the right-hand side read and the solution written (wu: bf16; qwen,
+    bf16: the input dtype)."""
     k, m = case.k, case.matrices
     if case.group == "e2e":
         return 0  # (a whole training step: no least traffic of hsma's own)
@@ -230,7 +230,7 @@ def case_bytes(case: DCase) -> int:
     if case.group == "inverse":
         return m * (tri * 4 + k * k * case.dtype.itemsize)
     if case.group == "wu":
-        return m * (tri * 4 + k * case.n * (2 + 4))
+        return m * (tri * 4 + k * case.n * (2 + 2))
     s = case.dtype.itemsize
     return m * (tri + 2 * k * case.n) * s
 
@@ -396,9 +396,9 @@ def build_wu(case: DCase, device, fla: Optional[Fla]) -> tuple:
         cons.append(Contender("fla", fla_wu, lambda i, X: torch.cat([chunk_view(X[0], BT)[idx],
                                                                     chunk_view(X[1], BT)[idx]], dim=-1),
                               checked=False, tol=TOL[BF16]))
-    solve = hsma_trsm.solve_triangular
-    cons.append(Contender("hsma", lambda i: (lambda: solve(i["Av"], i["Rv"], upper=False, unitriangular=True)),
-                          lambda i, X: X[idx], tol=TOL[F32]))
+    solve, trsm = hsma_trsm.solve_triangular, hsma_trsm.trsm
+    cons.append(Contender("hsma", lambda i: (lambda: trsm(i["Av"], i["Rv"], unitriangular=True, out_dtype=BF16)),
+                          lambda i, X: X[idx], tol=TOL[BF16]))
     cons.append(Contender("hsma_bf16", lambda i: (lambda: solve(i["Ahv"], i["Rv"], upper=False, unitriangular=True)),
                           lambda i, X: X[idx], ref="ref_h", tol=TOL[BF16]))
     return inputs, cons, []
@@ -666,7 +666,7 @@ def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
               "by the solve against an identity, the override inverse=solve); dtype = "
               "the inverse's output dtype. wu = w, u at BT 64, K = V = 128: fla `solve_tril` (bf16 output) + its "
               "w/u kernel `recompute_w_u_fwd` (bf16 k, v, beta) against one hsma solve of the A view against the "
-              "[beta K | beta V] view (bf16, formed beforehand): hsma = float32 A (float32 result), h-alt = "
+              "[beta K | beta V] view (bf16, formed beforehand): hsma = float32 A (bf16 result), h-alt = "
               "hsma_bf16, A in bf16 too (bf16 result). qwen = transformers' Qwen3.5 fallback `solve_triangular(ut, "
               "v_beta, upper=False, unitriangular=True)`, ut's stored diagonal not 1. bf16 = batches of 64 x 64 "
               "against 64 x 64 in bf16; h-alt = hsma float32 on the same values, f32/bf16 = its time / the bf16 "
