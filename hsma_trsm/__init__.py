@@ -25,7 +25,8 @@ Public API:
 Dtypes: float32, float64, complex64, complex128, and bfloat16 / float16 in float32 arithmetic.
 
 Arguments are checked as torch checks them (TypeError naming the argument: flags exactly bool, A
-and B tensors); A and B of different dtypes are promoted (trsm_: A converted to B's dtype).
+and B tensors); A and B of different dtypes are promoted (trsm_: A converted to B's dtype), except
+float32 A with a bfloat16 / float16 B where asked (trsm's out_dtype=B.dtype, trsm_): X in B's dtype.
 """
 from ._version import __version__  # noqa: F401
 from . import _ops  # noqa: F401  (loads the library and registers fake + autograd)

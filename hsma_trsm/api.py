@@ -35,8 +35,8 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         alpha (Number): scale of B (complex only with complex dtypes). Default 1.
         out_dtype (torch.dtype, optional): ``torch.float32`` returns the float32 solution of
             bfloat16 / float16 inputs (not rounded to their dtype). B's dtype, for float32 A with a
-            bfloat16 / float16 B (flash-linear-attention's triangles beside its keys): X in B's dtype,
-            the float32 solve rounded once, with A and B read as they are (no promoted copy of B).
+            bfloat16 / float16 B (flash-linear-attention's triangles beside its keys): without promoting,
+            X in B's dtype, the float32 solve rounded once.
             Otherwise only the result's own dtype is accepted (TypeError). Default None: the
             result's dtype.
 
@@ -102,9 +102,9 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
             if out_dtype is not None and out_dtype != A.dtype:
                 if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
                     raise TypeError(
-                        f"hsma_trsm.trsm(): out_dtype must be the result's dtype {A.dtype} (or torch.float32 for "
-                        f"bfloat16 / float16 inputs, or B's dtype for float32 A with a bfloat16 / float16 B), got "
-                        f"{out_dtype}"
+                        f"hsma_trsm.trsm(): out_dtype must be the result's dtype ({A.dtype} here), torch.float32 "
+                        f"for bfloat16 / float16 inputs, or B's dtype for float32 A with a bfloat16 / float16 B; "
+                        f"got {out_dtype}"
                     )
                 A, B = A.float(), B.float()  # the float32 solve the half types take anyway, unrounded
         return torch.ops.hsma.trsm(A, B, left=left, upper=upper, trans=trans, unitriangular=unitriangular, alpha=alpha)

@@ -50,11 +50,12 @@ def test_cases_gpu_plan():
     assert len({c.seed for c in cases}) == len(cases)
     assert cases[0].shape == "B1 T8192 H96 BT16" and wu[0].shape == "B1 T8192 H96 BT64 K+V=256"
     assert qwen[0].shape == "B1 H32 NC128 k=64 dv=128"
-    # run order: BT 64, wu and e2e first, then qwen and bf16, BT 16 and 32 last (the budget skips those first)
+    # run order: BT 64 and wu first, then qwen and bf16, BT 16 and 32, e2e last (the budget skips those first)
     order = [c for _, c in dn.run_order(cases)]
     assert [c.BT for c in order[:6]] == [64] * 6 and all(c.group == "inverse" for c in order[:6])
-    assert [c.group for c in order[6:18]] == ["wu"] * 3 + ["e2e"] * 3 + ["qwen"] * 4 + ["bf16"] * 2
-    assert [c.BT for c in order[18:]] == [16] * 6 + [32] * 6
+    assert [c.group for c in order[6:15]] == ["wu"] * 3 + ["qwen"] * 4 + ["bf16"] * 2
+    assert [c.BT for c in order[15:27]] == [16] * 6 + [32] * 6 and all(c.group == "inverse" for c in order[15:27])
+    assert [c.group for c in order[27:]] == ["e2e"] * 3
     assert sorted(i for i, _ in dn.run_order(cases)) == list(range(len(cases)))
     # float32 is the suite's data: without it in --dtypes, nothing runs
     assert dn.deltanet_cases(dn.PLANS["gpu"], [torch.float64]) == []

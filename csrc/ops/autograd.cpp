@@ -19,8 +19,8 @@
 // Forward mode (tangents dA, dB):
 //   left:  dX = T^{-1} (alpha dB - dT X),  right: dX = (alpha dB - X dT) T^{-1},
 // dT = op(dA) projected on the same triangle, so the unit diagonal's tangent is ignored.
-// A float32 A beside a 16-bit B (and X): the products that involve A's side (gT, dT X) are formed in float32, so
-// that gA and the tangent's right-hand side are not rounded to 16 bits on the way.
+// A float32 A beside a 16-bit B (and X): where gA is wanted, G is solved from gX widened to float32, and gT and
+// the tangent's dT X are formed in float32, so that gA and dX are rounded once at most (gB once, to B's dtype).
 // Every solve goes through the dispatcher, so double backward, forward-over-reverse and
 // reverse-over-forward work, and vmap sees the batch rule.
 #include <ATen/ExpandUtils.h>
@@ -116,10 +116,10 @@ variable_list trsm_backward(const at::Tensor& A, const at::Tensor& X, const at::
   // ('N'), for 'T' it is conj(A) (a conj view, solved with 'N').
   const at::Tensor Aadj = (f.trans == Trans::kT && A.is_complex()) ? A.conj() : A;
   const char* tadj = f.trans == Trans::kN ? "C" : "N";
-  const at::Tensor G = call_trsm(Aadj, gX, f.left, f.upper, tadj, f.unit, 1);
+  const at::Tensor G = call_trsm(Aadj, want_a ? in_dtype(gX, A.scalar_type()) : gX, f.left, f.upper, tadj, f.unit, 1);
   if (want_b) {
     const at::Tensor gB = is_one(f.alpha) ? G : G * f.alpha.conj();
-    out[1] = at::sum_to(gB, b_shape);
+    out[1] = in_dtype(at::sum_to(gB, b_shape), gX.scalar_type());
   }
   if (want_a) {
     // The minus sign on G (k x n or m x k), not on the k x k product; the projection in place
