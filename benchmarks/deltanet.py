@@ -193,11 +193,9 @@ def deltanet_cases(plan: dict, dtypes=(F32,), seed: int = 0) -> list:
 
 
 def run_order(cases: list) -> list:
-    """(index, case) in the order they run: the BT = 64 inverse rows and the w/u rows first (the production chunk
-    size; they share fla's BT = 64 tuning), then qwen and bf16, the BT = 16 and BT = 32 inverse rows (their fla
-    autotuning costs the most per row), and the e2e rows last (fla's whole training step autotunes on its first
-    call per shape, minutes on a cold cache: a run for them wants --budget-scale 0), so that a used-up time
-    budget skips those first."""
+    """(index, case) in the order they run: BT = 64 inverse and w/u rows first (fla's production chunk size), then
+    qwen and bf16, BT = 16 / 32 inverse rows (fla's costliest autotuning), e2e last (fla's whole step autotunes,
+    minutes on a cold cache: run it with --budget-scale 0), so that a used-up time budget skips those first."""
     rank = {"wu": 1, "qwen": 2, "bf16": 3, "e2e": 7}
 
     def key(job):
@@ -464,10 +462,7 @@ def build_e2e(case: DCase, device, fla: Optional[Fla]) -> tuple:
     inputs = gdn_inputs(case.B, case.T, case.H, K, case.n - K, device, bu._generator(device, case.seed))
     stock = gdn_step(inputs)()
     scale = [max(1.0, t.abs().max().item()) for t in stock]  # each tensor against its own size
-
-    def pick(i, X):
-        return torch.cat([t.double() / s for t, s in zip(X, scale)])
-
+    pick = lambda i, X: torch.cat([t.double() / s for t, s in zip(X, scale)])  # noqa: E731
     inputs["ref"] = pick(inputs, stock)
     variants = (("fla", None), ("fla_unfused", unfused_intra(fla.solve_tril)),
                 ("hsma", unfused_intra(hsma_trsm.solve_tril)))
