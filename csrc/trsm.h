@@ -74,8 +74,8 @@ template <size_t N> constexpr bool dtype_in(const std::array<at::ScalarType, N>&
 inline bool supported_dtype(at::ScalarType t) { return dtype_in(kTrsmDtypes, t); }
 inline bool half_dtype(at::ScalarType t) { return dtype_in(kHalfDtypes, t); }
 // The A of a 16-bit B may also be float32 (flash-linear-attention holds its triangles in float32 beside bfloat16
-// keys): trsm reads both as they are and X has B's dtype (float32 arithmetic, rounded once). Every other A has
-// B's dtype.
+// keys): trsm takes the pair without promoting and X has B's dtype (float32 arithmetic, rounded once). Every
+// other A has B's dtype.
 inline constexpr at::ScalarType kHalfPartner = at::kFloat;
 inline bool trsm_dtypes_agree(at::ScalarType a, at::ScalarType b) {
   return a == b || (a == kHalfPartner && half_dtype(b));
@@ -99,8 +99,7 @@ TrsmShape check_trsm(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
 // X of op(A) X = alpha B (or X op(A) = alpha B), written into X (the broadcast result's shape), by ATen's
 // linalg_solve_triangular (LAPACK trsm on the CPU, cuBLAS trsm on CUDA) through its out= overload, which the
 // switch never routes; a bfloat16 / float16 B (with A of its dtype or float32) solved in float32 and rounded to
-// B's dtype. The CPU kernel, and
-// the CUDA plan's path kAten (csrc/planner.h). Defined in csrc/exec_aten.cpp.
+// B's dtype. The CPU kernel, and the CUDA plan's path kAten (csrc/planner.h). Defined in csrc/exec_aten.cpp.
 void aten_solve_into(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& args, at::Tensor& X);
 
 // Whether hsma's plan hands the solve op(A) X = B (CUDA, order above 64, operands trsm takes) to torch's own

@@ -100,6 +100,12 @@ def block_plan(dtype, k, rhs_cols=None, *, a_shared=True, gpu=None, capability=N
                                                  int(batch), paths, bool(capturing)))
 
 
+def half_partner_pair(a_dtype, b_dtype):
+    """Whether (A, B) is the one pair of two dtypes the op takes: float32 A (_C.half_partner) with a bfloat16 /
+    float16 B (csrc/trsm.h, trsm_dtypes_agree)."""
+    return a_dtype == _C.half_partner and b_dtype in _C.half_dtypes
+
+
 def _result_shape(A, B, left):
     k = A.shape[-1]
     torch._check(A.dim() >= 2 and B.dim() >= 2, lambda: "hsma::trsm: A and B must have at least 2 dimensions")
@@ -110,7 +116,7 @@ def _result_shape(A, B, left):
         lambda: f"hsma::trsm: A is {k}x{k} but B is {m}x{n} (left={left})",
     )
     torch._check(
-        A.dtype == B.dtype or (A.dtype == _C.half_partner and B.dtype in _C.half_dtypes),
+        A.dtype == B.dtype or half_partner_pair(A.dtype, B.dtype),
         lambda: f"hsma::trsm: A and B must have the same dtype (or float32 A with a bfloat16 / float16 B), got "
         f"{A.dtype} and {B.dtype}",
     )

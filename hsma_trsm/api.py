@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from ._ops import _C, _is_compiling
+from ._ops import _C, _is_compiling, half_partner_pair
 
 __all__ = ["inverse_triangular", "plan", "solve_triangular", "trsm", "trsm_", "Plan", "UnsupportedDtypeError"]
 
@@ -36,9 +36,8 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
         out_dtype (torch.dtype, optional): ``torch.float32`` returns the float32 solution of
             bfloat16 / float16 inputs (not rounded to their dtype). B's dtype, for float32 A with a
             bfloat16 / float16 B (flash-linear-attention's triangles beside its keys): without promoting,
-            X in B's dtype, the float32 solve rounded once.
-            Otherwise only the result's own dtype is accepted (TypeError). Default None: the
-            result's dtype.
+            X in B's dtype, the float32 solve rounded once. Otherwise only the result's own dtype is
+            accepted (TypeError). Default None: the result's dtype.
 
     Returns:
         Tensor: X of shape ``(*broadcast batch, m, n)``, contiguous, of the dtype below.
@@ -97,7 +96,7 @@ def trsm(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha=
                 return X
         alpha = _check_args("hsma_trsm.trsm", A, B, left, upper, unitriangular, trans, alpha)
         if isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor) and not (
-                out_dtype == B.dtype and A.dtype == _HALF_PARTNER and B.dtype in _HALF_DTYPES):
+                out_dtype == B.dtype and half_partner_pair(A.dtype, B.dtype)):
             A, B = _promote("hsma_trsm.trsm", A, B)
             if out_dtype is not None and out_dtype != A.dtype:
                 if not (out_dtype == torch.float32 and A.dtype in _HALF_DTYPES):
@@ -154,7 +153,6 @@ def trsm_(A, B, *, left=True, upper=False, trans="N", unitriangular=False, alpha
 # The dtypes of trsm and trtri, and the half types among them, as the C++ side defines them (csrc/trsm.h).
 _TRSM_DTYPES = frozenset(_C.trsm_dtypes)
 _HALF_DTYPES = frozenset(_C.half_dtypes)
-_HALF_PARTNER = _C.half_partner  # the other dtype an A of a bfloat16 / float16 B may have (float32)
 
 
 class UnsupportedDtypeError(TypeError, NotImplementedError):
