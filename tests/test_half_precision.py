@@ -11,8 +11,9 @@ u = eps / 2 = 2^-8 (bfloat16) or 2^-11 (float16): an entrywise relative rounding
 a normwise one <= u. The test triangles have cond < ~10, so a wrong triangle, side, transpose,
 alpha or a double rounding through a lower precision is far outside it.
 
-On CUDA the orders cover the three paths (all of them through float32): the small path (k <= 64),
-the sweep (narrow right-hand sides, k >= 384) and the blocked path (the rest).
+On CUDA the orders cover the three paths (all of them in float32 arithmetic): the small path (k <= 64,
+whose kernels read and write the 16-bit types as stored), the sweep (narrow right-hand sides, k >= 384)
+and the blocked path (the rest), which solve float32 copies.
 """
 import math
 
@@ -142,6 +143,52 @@ def test_half_larger_cuda(device, dtype, k, n, batch, gen):
     B = make_rhs((*batch, k, n), dtype=dtype, device=device, gen=gen)
     X = hsma_trsm.trsm(A, B, trans="T")
     check_half(X, A, B, dtype=dtype, trans="T")
+
+
+# ---------------------------------------------------------------------------------------------
+# 16-bit storage in the small kernels (CUDA, orders up to 64): A and B are read and X written in their
+# dtype, with float32 arithmetic. Layouts: fla's [B, T, H, BT] chunks read in place (rows contiguous and
+# 16-byte aligned: vector loads where the column kernel runs), the same one element off (misaligned:
+# element loads), column-major A; batches of n = 64 columns (the column kernel, its split form at 49-64
+# rows) and of one (the segment kernels beyond 16 rows; with 1280 matrices, one per warp: the warp-task
+# kernel). The unread triangle holds NaN. The result is the float32 solve of the widened inputs, in the same
+# layout, rounded once: the same bits; so is that of float32 A beside the 16-bit B (out_dtype=B.dtype).
+
+
+def fla_chunks(T, dtype, *, k, heads, offset, device, gen, unit):
+    """(2, T, heads, k) chunks of unit-or-not lower triangles in fla's layout, as (2, T // k, heads, k, k)."""
+    A = make_triangular(k, batch=(2, T // k, heads), dtype=dtype, unit=unit, device=device, gen=gen)
+    flat = torch.empty(offset + A.numel(), dtype=dtype, device=device)
+    base = flat[offset:].view(2, T // k, k, heads, k)  # [B, T, H, BT], rows of each chunk apart by heads * k
+    base.copy_(A.transpose(2, 3))
+    return base.transpose(2, 3)
+
+
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("k", [8, 13, 16, 32, 48, 57, 64])
+@pytest.mark.parametrize("layout", ["fla", "fla-offset", "fla-many", "column-major"])
+@pytest.mark.parametrize("n", [1, 64])
+def test_half_stored_small_kernels(device, dtype, k, layout, n, gen):
+    unit = k % 2 == 0
+    chunks, heads = (16, 40) if layout == "fla-many" else (8, 3)
+    A = fla_chunks(chunks * k, dtype, k=k, heads=heads, offset=1 if layout == "fla-offset" else 0, device=device,
+                   gen=gen, unit=unit)
+    if layout == "column-major":
+        A = A.mT.contiguous().mT
+    B = make_rhs((*A.shape[:-1], n), dtype=dtype, device=device, gen=gen)
+    for trans in ("N", "T"):
+        X = hsma_trsm.trsm(A, B, trans=trans, unitriangular=unit)
+        check_half(X, A, B, dtype=dtype, trans=trans, unitriangular=unit)
+        A32 = A.float()
+        assert A32.stride() == A.stride() or layout == "fla-offset"
+        X32 = hsma_trsm.trsm(A32, B.float(), trans=trans, unitriangular=unit)
+        assert_same_bits(X, X32.to(dtype))
+        # float32 A beside the 16-bit B, as fla holds them: the same float32 solve, rounded once.
+        assert_same_bits(hsma_trsm.trsm(A32, B, trans=trans, unitriangular=unit, out_dtype=dtype), X32.to(dtype))
+    C = B.clone()
+    hsma_trsm.trsm_(A, C, unitriangular=unit)  # in place: each element read before it is written
+    assert_same_bits(C, hsma_trsm.trsm(A, B, unitriangular=unit))
 
 
 # ---------------------------------------------------------------------------------------------

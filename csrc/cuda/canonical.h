@@ -43,8 +43,8 @@ template <typename K> inline K to_kernel_scalar(const c10::Scalar& s) {
 
 // An upper triangle read from its last element backwards is a lower one (L(i, j) at
 // L + i * l.row + j * l.col); B's and X's rows are then read backwards too.
-template <typename K>
-void read_backwards(int64_t m, const K*& L, MatrixRef& l, const K*& B, MatrixRef& b, K*& X, MatrixRef& x) {
+template <typename KA, typename KB>
+void read_backwards(int64_t m, const KA*& L, MatrixRef& l, const KB*& B, MatrixRef& b, KB*& X, MatrixRef& x) {
   L += (m - 1) * (l.row + l.col);
   l = {-l.row, -l.col};
   B += (m - 1) * b.row;

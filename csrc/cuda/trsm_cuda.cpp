@@ -2,7 +2,8 @@
 // overrides once, asks the planner (csrc/planner.h) for the plan, and runs it with the path's executor (exec.h):
 // small (k <= 64), sweep, blocked, or the hand-off to ATen's solve. In every executor, each (side, uplo, trans,
 // diag, strides, conj view) becomes the kernels' canonical lower-triangular left solve (canonical.h).
-// bfloat16 and float16 are solved in float32 (inputs converted, the result rounded once).
+// bfloat16 and float16 are solved in float32 arithmetic: up to order 64 by the small kernels, which read and write
+// them as stored; above it inputs converted, the result rounded once.
 // Everything runs on torch's current stream; nothing synchronises with the host.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -67,6 +68,10 @@ void solve_into(const at::Tensor& A_in, const at::Tensor& B_in, at::Tensor& X, c
     aten_solve_into(A, B, args, X);
     return;
   }
+  if (half_dtype(B.scalar_type())) {  // (orders up to 64: see native_half)
+    exec_small<float>(A, B, X, args, s, plan.small);
+    return;
+  }
   AT_DISPATCH_FLOATING_AND_COMPLEX_TYPES(A.scalar_type(), "hsma::trsm", [&] {
     switch (plan.path) {
       case SolvePath::kSmall: exec_small<scalar_t>(A, B, X, args, s, plan.small); break;
@@ -82,13 +87,16 @@ at::Tensor solve_new(const at::Tensor& A, const at::Tensor& B, const TrsmArgs& a
   return X;
 }
 
+// Whether a solve of a bfloat16 / float16 B (A of its dtype or float32) runs as stored (the small kernels, orders up
+// to 64); above, the float32 solve of the converted inputs, rounded once to B's dtype.
+bool native_half(const TrsmShape& s) { return s.k <= kSmallMaxM; }
+
 at::Tensor trsm_cuda(const at::Tensor& A, const at::Tensor& B, bool left, bool upper, c10::string_view trans,
                      bool unitriangular, const c10::Scalar& alpha) {
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm");
-  // bfloat16 / float16 B (A of its dtype or float32): the float32 solve of the converted inputs, rounded once to
-  // B's dtype.
-  if (half_dtype(B.scalar_type())) return solve_new(as_float32(A), as_float32(B), args, s).to(B.scalar_type());
+  if (half_dtype(B.scalar_type()) && !native_half(s))
+    return solve_new(as_float32(A), as_float32(B), args, s).to(B.scalar_type());
   return solve_new(A, B, args, s);
 }
 
@@ -97,7 +105,7 @@ void trsm_cuda_(const at::Tensor& A, at::Tensor& B, bool left, bool upper, c10::
   const TrsmArgs args = make_args(left, upper, trans, unitriangular, alpha);
   const TrsmShape s = check_trsm(A, B, args, "hsma::trsm_");
   check_inplace(A, B, s, "hsma::trsm_");
-  if (half_dtype(B.scalar_type())) {
+  if (half_dtype(B.scalar_type()) && !native_half(s)) {
     B.copy_(solve_new(as_float32(A), as_float32(B), args, s));
   } else if (s.k <= kSmallMaxM && !B.is_conj() && !B.is_neg()) {
     solve_into(A, B, B, args, s);  // the small kernel reads each element before writing it

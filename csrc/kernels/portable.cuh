@@ -191,6 +191,12 @@ template <> __device__ inline float16_bits from_compute<float16_bits, float>(flo
 }
 #endif
 
+// 16 bytes of stored elements: one vector load.
+template <typename S> struct alignas(16) Vec16 {
+  static constexpr int kLen = 16 / int(sizeof(S));
+  S v[kLen];
+};
+
 // x - a*b as one fused step where the hardware has it.
 __device__ inline float fms(float x, float a, float b) { return fmaf(-a, b, x); }
 __device__ inline double fms(double x, double a, double b) { return fma(-a, b, x); }

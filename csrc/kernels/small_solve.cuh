@@ -10,7 +10,9 @@
 // matrix while the triangle is loaded, and x_k is multiplied by it, unless only a true division
 // is exact enough there (zero, subnormal, huge or non-finite pivots; see pivot_reciprocal).
 // The kernels and launchers are templates; small_solve_<dtype>.cu instantiate one data type each,
-// so that the four compile in parallel.
+// so that they compile in parallel. bfloat16 and float16 (small_solve_bfloat16.cu, _float16.cu) are
+// solved in float32 by the column and segment kernels, which widen L and B as they load them and
+// round X once as they store it; L may also be float32 with a 16-bit B and X.
 #pragma once
 #include "small/column.cuh"
 #include "small/mma.cuh"
@@ -20,9 +22,15 @@
 namespace hsma {
 namespace {
 
+// Whether a problem's L, B and X are stored in its arithmetic type (else the 16-bit types: the column and
+// segment kernels only).
+template <typename T, typename SA, typename SB> constexpr bool stored_as_computed() {
+  return std::is_same_v<SA, T> && std::is_same_v<SB, T>;
+}
+
 // A problem as the selection sees it: its shape, whether one A serves every task, L's layout and
-// the knobs it carries.
-template <typename T> SmallShape small_shape(const SolveProblem<T>& p) {
+// the knobs it carries (a tile or tensor-core kernel forced for 16-bit storage: the selection's choice).
+template <typename T, typename SA, typename SB> SmallShape small_shape(const SolveProblem<T, SA, SB>& p) {
   SmallShape s;
   s.dtype = small_dtype<T>();
   s.m = p.m;
@@ -31,6 +39,8 @@ template <typename T> SmallShape small_shape(const SolveProblem<T>& p) {
   s.a_shared = shares_a(p);
   s.l_row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   copy_small_knobs(s, p);
+  if (!stored_as_computed<T, SA, SB>() && (s.kernel == SmallKernel::kTiles || s.kernel == SmallKernel::kMma))
+    s.kernel = SmallKernel::kAuto;
   return s;
 }
 
@@ -47,8 +57,8 @@ inline SmallDevice small_device(const DeviceInfo& dev) {
 
 }  // namespace
 
-template <typename T>
-hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
+template <typename T, typename SA, typename SB>
+hsmaError_t launch_small_solve(const SolveProblem<T, SA, SB>& p, hsmaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return hsmaSuccess;
   if (p.m > kSmallMaxM) return hsmaError_t(1);
   const DeviceInfo& dev = current_device_info();
@@ -61,9 +71,11 @@ hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream) {
     case SmallFamily::kWarpTasks:
       return run_warp_tasks(p, plan, dev, stream);
     case SmallFamily::kTiles:
-      return run_tiles(p, plan, dev, stream);
+      if constexpr (stored_as_computed<T, SA, SB>()) return run_tiles(p, plan, dev, stream);
+      break;
     case SmallFamily::kMma:
-      return run_mma(p, plan, dev, stream);
+      if constexpr (stored_as_computed<T, SA, SB>()) return run_mma(p, plan, dev, stream);
+      break;
 #ifdef HSMA_TRSM_ABLATION
     case SmallFamily::kPipeline:
       if constexpr (std::is_same_v<T, complex<double>>) return launch_small_pipeline(p, stream);

@@ -19,12 +19,6 @@ namespace {
 
 template <typename C> __host__ __device__ constexpr int inverse_threads() { return sizeof(C) == 8 ? 64 : 128; }
 
-// 16 bytes of stored elements: one vector load.
-template <typename S> struct alignas(16) Vec16 {
-  static constexpr int kLen = 16 / int(sizeof(S));
-  S v[kLen];
-};
-
 // Element (i, l) of a staged matrix: L's where the triangle holds it, the identity elsewhere.
 template <typename C, typename S>
 __device__ inline C staged(S v, int i, int l, int k, bool unit) {

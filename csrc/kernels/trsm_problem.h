@@ -49,13 +49,15 @@ struct MatrixRef {
   int64_t row = 0, col = 0;
 };
 
-// L X = alpha B with L lower triangular (through strides), for `batch` entries.
-template <typename T>
+// L X = alpha B with L lower triangular (through strides), for `batch` entries. T: the arithmetic
+// type; SA: L's stored type, SB: B's and X's (T, or bfloat16_bits / float16_bits for T = float:
+// the kernels widen each element as they load it and round each result once as they store it).
+template <typename T, typename SA = T, typename SB = SA>
 struct SolveProblem {
   int64_t m = 0, n = 0, batch = 1;
-  const T* L = nullptr; MatrixRef l;
-  const T* B = nullptr; MatrixRef b;
-  T* X = nullptr;       MatrixRef x;  // may alias B (in-place solve): each element is read before written
+  const SA* L = nullptr; MatrixRef l;
+  const SB* B = nullptr; MatrixRef b;
+  SB* X = nullptr;       MatrixRef x;  // may alias B (in-place solve): each element is read before written
   BatchLayout bl;
   bool conj = false;   // use conj(L)
   bool unit = false;   // diagonal of L is 1 and never read
@@ -182,7 +184,8 @@ hsmaError_t launch_lu_permutation(const int32_t* pivots, int64_t batch, int64_t 
 
 // Launchers (defined in the .cu files, explicitly instantiated for float, double,
 // complex<float>, complex<double>). They return the launch error, hsmaSuccess when all is well.
-template <typename T> hsmaError_t launch_small_solve(const SolveProblem<T>& p, hsmaStream_t stream);
+template <typename T, typename SA, typename SB>
+hsmaError_t launch_small_solve(const SolveProblem<T, SA, SB>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_diag_inverse(const DiagInverseProblem<T>& p, hsmaStream_t stream);
 template <typename T> hsmaError_t launch_sweep(const SweepProblem<T>& p, hsmaStream_t stream);
 // The blocked path's repair (p.repair set; kernels/sweep.cu): the sweep kernel in its repair mode, one block.

@@ -128,10 +128,11 @@ __device__ __forceinline__ void update_from_solved(T (&x)[H], const T* Ls, Solve
 // (consecutive e consecutive in L's layout: along rows when kRowMajor) to its slot at
 // group_smem(gg) + Layout::at(i, k) (the upper triangle, never read, is not stored), read from L at
 // offset group_l(gg); identity padding beyond m, 1 on a unit diagonal.
-template <typename T, int M, bool kRowMajor, typename Layout, typename GroupSmem, typename GroupL>
-__device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T>& p, GroupSmem group_smem,
+template <typename T, int M, bool kRowMajor, typename Layout, typename GroupSmem, typename GroupL, typename SA,
+          typename SB>
+__device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T, SA, SB>& p, GroupSmem group_smem,
                                                        GroupL group_l) {
-  return [&p, group_smem, group_l](unsigned e, T*& dst, T& fill) -> const T* {
+  return [&p, group_smem, group_l](unsigned e, T*& dst, T& fill) -> const SA* {
     const unsigned gg = e / (M * M), r = e % (M * M), um = static_cast<unsigned>(p.m);  // (M = 2^j: shifts, masks)
     const unsigned i = kRowMajor ? r / M : r % M, k = kRowMajor ? r % M : r / M;
     dst = i >= k ? group_smem(gg) + Layout::at(i, k) : nullptr;
@@ -147,9 +148,9 @@ __device__ __forceinline__ auto column_triangle_locate(const SolveProblem<T>& p,
 // keep(r, x_r) put the top block's solved rows), substituted against the block's diagonal triangle
 // and stored; the bottom block is loaded by load_rows(H).
 template <typename T, int M, int H, typename Layout, bool kRowMajor, typename LoadRows, typename Solved,
-          typename Keep>
-__device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs, const SolveProblem<T>& p,
-                                             bool exact_task, T* X, LoadRows load_rows, Solved solved, Keep keep) {
+          typename Keep, typename SA, typename SB>
+__device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs, const SolveProblem<T, SA, SB>& p,
+                                             bool exact_task, SB* X, LoadRows load_rows, Solved solved, Keep keep) {
   const int m = static_cast<int>(p.m);
   const int64_t xrow = p.x.row;
   auto solve_and_store = [&](auto base_rows) {  // rows base_rows.. (a compile-time constant)
@@ -161,10 +162,10 @@ __device__ __forceinline__ void solve_column(T (&x)[H], const T* Ls, const T* Rs
       substitute<T, H, Layout, kBase, kRowMajor, true>(x, Ls, Rs, p.unit);
     else
       substitute<T, H, Layout, kBase, kRowMajor, false>(x, Ls, Rs, p.unit);
-    T* Xr = X + kBase * xrow;
+    SB* Xr = X + kBase * xrow;
 #pragma unroll
     for (int r = 0; r < H; ++r, Xr += xrow)
-      if (kBase + r < m) *Xr = x[r];
+      if (kBase + r < m) *Xr = from_compute<SB>(x[r]);
     if constexpr (kBase == 0 && H < M) {
 #pragma unroll
       for (int r = 0; r < H; ++r) keep(r, x[r]);
@@ -235,15 +236,15 @@ __host__ __device__ constexpr int column_max_registers() {
 // memory (H x tc elements per group after the groups' triangles, thread t's rows at stride tc: no
 // bank conflicts), from where the bottom half's update reads it instead of reloading X from L2.
 // Not float64, whose 8 blocks per multiprocessor it would cut to 6, which is slower
-// (docs/experiments.md).
-template <typename T, int M, int H, bool kRowMajor>
+// (docs/experiments.md). A 16-bit X (SB) always keeps it: X holds the top half rounded.
+template <typename T, int M, int H, bool kRowMajor, typename SB = T>
 __host__ __device__ constexpr bool column_stash() {
-  return H < M && kRowMajor && std::is_same_v<T, float>;
+  return H < M && std::is_same_v<T, float> && (kRowMajor || !std::is_same_v<SB, T>);
 }
 
-template <typename T, int M, int H, bool kRowMajor, bool kPacked>
-__device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, int tc, int groups, int64_t ntiles,
-                                                    bool vector_rows) {
+template <typename T, int M, int H, bool kRowMajor, bool kPacked, typename SA, typename SB>
+__device__ __forceinline__ void solve_columns_block(const SolveProblem<T, SA, SB>& p, int tc, int groups,
+                                                    int64_t ntiles, bool vector_rows) {
   static_assert(H == M || 2 * H == M, "solve_columns_block: one or two row blocks");
   using Layout = ColumnLayout<T, M, kRowMajor, kPacked>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -280,12 +281,12 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
       active = j < p.n;
     }
     T x[H];
-    const T* Bc = p.B + off[1] + j * p.b.col;
+    const SB* Bc = p.B + off[1] + j * p.b.col;
     auto load_rows = [&](int first) {  // rows first.. (row by row: one add per element)
-      const T* B = Bc + first * p.b.row;
+      const SB* B = Bc + first * p.b.row;
       const int64_t row = p.b.row;
 #pragma unroll
-      for (int r = 0; r < H; ++r, B += row) x[r] = (active && first + r < m) ? *B : T(0);
+      for (int r = 0; r < H; ++r, B += row) x[r] = (active && first + r < m) ? to_compute<T>(*B) : T(0);
     };
     load_rows(0);
     __syncthreads();  // l_off is set, and the previous tasks are done with the triangles and flags
@@ -293,7 +294,7 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 
     // Element e of the groups' squares: consecutive e are consecutive in L's layout.
     const unsigned total = nvalid * M * M;
-    if (kRowMajor && vector_rows) {
+    if (std::is_same_v<SA, T> && kRowMajor && vector_rows) {
       // L's rows contiguous and 16-byte aligned, m = M (see launch_columns): 16-byte copies of the
       // pieces of rows that reach the triangle (the unused triangle and a unit diagonal they also
       // bring along are never read; with a packed layout, the pieces of a row's padded length).
@@ -301,6 +302,31 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
       for (unsigned c = tid; c < total / kVec; c += nthreads) {
         const unsigned e = c * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
         if (k <= i) copy_async_16(smem + gg * kGroupElems + Layout::at(i, k), p.L + l_off[gg] + i * p.l.row + k);
+      }
+    } else if (!std::is_same_v<SA, T> && kRowMajor && vector_rows) {
+      // The same pieces of a 16-bit L (twice as many elements each), kUnroll loads in flight per thread, each piece
+      // widened to T and stored as 16-byte pieces that reach the triangle (within the row's padded length). (Two
+      // loads below 32 rows: four spill there.)
+      constexpr unsigned kVec = Vec16<SA>::kLen, kOut = 16 / sizeof(T), kUnroll = M >= 32 ? 4 : 2;
+      for (unsigned c0 = tid; c0 < total / kVec; c0 += kUnroll * nthreads) {
+        Vec16<SA> w[kUnroll];
+#pragma unroll
+        for (unsigned u = 0; u < kUnroll; ++u) {
+          const unsigned e = (c0 + u * nthreads) * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
+          if (e < total && k <= i) w[u] = *reinterpret_cast<const Vec16<SA>*>(p.L + l_off[gg] + i * p.l.row + k);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < kUnroll; ++u) {
+          const unsigned e = (c0 + u * nthreads) * kVec, gg = e / (M * M), r = e % (M * M), i = r / M, k = r % M;
+#pragma unroll
+          for (unsigned h = 0; h < kVec; h += kOut) {
+            if (e >= total || k + h > i) continue;
+            Vec16<T> o;
+#pragma unroll
+            for (unsigned q = 0; q < kOut; ++q) o.v[q] = to_compute<T>(w[u].v[h + q]);
+            *reinterpret_cast<Vec16<T>*>(smem + gg * kGroupElems + Layout::at(i, k + h)) = o;
+          }
+        }
       }
     } else {
       stage_triangle<T, kLoadUnroll>(
@@ -322,15 +348,21 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
     __syncthreads();
 
     if (active) {
-      T* X = p.X + off[2] + j * p.x.col;
-      if constexpr (column_stash<T, M, H, kRowMajor>()) {  // the top half kept in shared memory too
+      SB* X = p.X + off[2] + j * p.x.col;
+      if constexpr (column_stash<T, M, H, kRowMajor, SB>()) {  // the top half kept in shared memory too
         T* slot = smem + groups * kGroupElems + g * H * tc + t;
         solve_column<T, M, H, Layout, kRowMajor>(
             x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return slot[k * tc]; },
             [&](int r, T v) { slot[r * tc] = v; });
       } else {
+        // (A 16-bit X is never read back: its split kernels keep the stash.)
+        static_assert(H == M || std::is_same_v<SB, T>, "solve_columns_block: a rounded X read back");
         solve_column<T, M, H, Layout, kRowMajor>(
-            x, Ls, Rs, p, exact[g] != 0, X, load_rows, [&](int k) { return reload(X + k * p.x.row); },
+            x, Ls, Rs, p, exact[g] != 0, X, load_rows,
+            [&](int k) -> T {
+              if constexpr (std::is_same_v<SB, T>) return reload(X + k * p.x.row);
+              return T(0);
+            },
             [](int, T) {});
       }
     }
@@ -340,15 +372,15 @@ __device__ __forceinline__ void solve_columns_block(const SolveProblem<T>& p, in
 // The column kernel's entry points: ptxas's register choice (within __launch_bounds__), or capped
 // at column_max_registers (__maxnreg__; not on the others, where even a cap of 255 changes
 // ptxas's choices).
-template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+template <typename T, int M, int H, bool kRowMajor, bool kPacked, typename SA, typename SB>
 __global__ void __launch_bounds__(kColumnThreads, (column_min_blocks<T, M, H, kRowMajor>()))
-small_solve_columns_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+small_solve_columns_kernel(SolveProblem<T, SA, SB> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   grid_dependency_sync(p.dependent_launch == 1);
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
-template <typename T, int M, int H, bool kRowMajor, bool kPacked>
+template <typename T, int M, int H, bool kRowMajor, bool kPacked, typename SA, typename SB>
 __global__ void HSMA_MAXNREG(column_max_registers<T, M, H, kRowMajor>())
-small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
+small_solve_columns_capped_kernel(SolveProblem<T, SA, SB> p, int tc, int groups, int64_t ntiles, bool vector_rows) {
   grid_dependency_sync(p.dependent_launch == 1);
   solve_columns_block<T, M, H, kRowMajor, kPacked>(p, tc, groups, ntiles, vector_rows);
 }
@@ -356,20 +388,22 @@ small_solve_columns_capped_kernel(SolveProblem<T> p, int tc, int groups, int64_t
 // Columns per task of the column kernels: n rounded up to a power of two, at most the block;
 // narrower (more tasks on more multiprocessors, each loading its own copy of L) while the grid
 // would leave multiprocessors idle: a single solve is a chain of M dependent steps per column.
-template <typename T> int64_t column_tile_width(const SolveProblem<T>& p, const DeviceInfo& dev) {
+template <typename T, typename SA, typename SB>
+int64_t column_tile_width(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev) {
   int64_t tc = 1;
   while (tc < p.n && tc < kColumnThreads) tc *= 2;
   while (tc > kMinTileColumns && p.batch * ((p.n + tc - 1) / tc) < dev.multiprocessors) tc /= 2;
   return tc;
 }
 
-template <typename T, int M, int H, bool kRowMajor, bool kPacked>
-hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, int M, int H, bool kRowMajor, bool kPacked, typename SA, typename SB>
+hsmaError_t launch_columns_as(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int64_t tc = column_tile_width(p, dev);
   const int64_t ntiles = (p.n + tc - 1) / tc;
   const int64_t ntasks = p.batch * ntiles;
   const int64_t group_bytes =
-      int64_t(ColumnLayout<T, M, kRowMajor, kPacked>::kTriangle + M + (column_stash<T, M, H, kRowMajor>() ? H * tc : 0)) *
+      int64_t(ColumnLayout<T, M, kRowMajor, kPacked>::kTriangle + M +
+              (column_stash<T, M, H, kRowMajor, SB>() ? H * tc : 0)) *
       sizeof(T);
   const int64_t budget = kSharedBudgetBytes - kColumnThreads * int64_t(sizeof(int64_t) + sizeof(int));
   int64_t groups = kColumnThreads / tc;
@@ -393,29 +427,30 @@ hsmaError_t launch_columns_as(const SolveProblem<T>& p, const DeviceInfo& dev, h
     threads = std::max<int64_t>(warp, (groups * tc + warp - 1) / warp * warp);
     threads = std::min<int64_t>(threads, kColumnThreads);
   }
-  // Whole 16-byte pieces of L's rows can be copied with cp.async when the rows are contiguous and
-  // every row of every batch entry starts 16-byte aligned, and there is no padding (m = M).
-  constexpr int64_t kVec = 16 / sizeof(T);
-  bool vector_rows = !HSMA_HIP && p.async_copy && kRowMajor && p.l.col == 1 && p.m == M && p.l.row % kVec == 0 &&
-                     reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
+  // Whole 16-byte pieces of L's rows can be copied (with cp.async, or loaded and widened where L is stored in 16
+  // bits) when the rows are contiguous and every row of every batch entry starts 16-byte aligned, and there is no
+  // padding (m = M).
+  constexpr int64_t kVec = Vec16<SA>::kLen;
+  bool vector_rows = (std::is_same_v<SA, T> ? !HSMA_HIP && p.async_copy : true) && kRowMajor && p.l.col == 1 &&
+                     p.m == M && p.l.row % kVec == 0 && reinterpret_cast<uintptr_t>(p.L) % 16 == 0;
   for (int d = 0; d < p.bl.ndim; ++d) vector_rows = vector_rows && p.bl.stride[0][d] % kVec == 0;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   const unsigned block = static_cast<unsigned>(threads);
   const bool early = !(M == 8 && sizeof(T) == 8);  // (see released)
   if constexpr (column_max_registers<T, M, H, kRowMajor>() > 0)
-    return launch_small(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream, p,
-                        dev, early, int(tc), int(groups), ntiles, vector_rows);
+    return launch_small(small_solve_columns_capped_kernel<T, M, H, kRowMajor, kPacked, SA, SB>, grid, block, smem,
+                        stream, p, dev, early, int(tc), int(groups), ntiles, vector_rows);
   else
-    return launch_small(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked>, grid, block, smem, stream, p, dev,
-                        early, int(tc), int(groups), ntiles, vector_rows);
+    return launch_small(small_solve_columns_kernel<T, M, H, kRowMajor, kPacked, SA, SB>, grid, block, smem, stream,
+                        p, dev, early, int(tc), int(groups), ntiles, vector_rows);
 }
 
 // The column kernel of M rows, H at a time, in the layout of L's triangle in shared memory the plan
 // says: rows (kRowMajor) or columns, packed or not. Only the layouts the selection can choose for
 // T, M and H are compiled (select.h: column_packed, and for float32's split kernel
 // column_packs_batched_a).
-template <typename T, int M, int H = M>
-hsmaError_t launch_columns(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+template <typename T, int M, int H = M, typename SA, typename SB>
+hsmaError_t launch_columns(const SolveProblem<T, SA, SB>& p, const SmallPlan& plan, const DeviceInfo& dev,
                            hsmaStream_t stream) {
   constexpr SmallDtype kDtype = small_dtype<T>();
   if (!plan.row_major) return launch_columns_as<T, M, H, false, column_packed(kDtype, M, H, false)>(p, dev, stream);
@@ -426,8 +461,9 @@ hsmaError_t launch_columns(const SolveProblem<T>& p, const SmallPlan& plan, cons
 }
 
 // The column kernel the plan names: its order M and rows per thread H.
-template <typename T>
-hsmaError_t run_columns(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, typename SA, typename SB>
+hsmaError_t run_columns(const SolveProblem<T, SA, SB>& p, const SmallPlan& plan, const DeviceInfo& dev,
+                        hsmaStream_t stream) {
   constexpr SmallDtype kDtype = small_dtype<T>();
   switch (plan.rows) {
     case 8:

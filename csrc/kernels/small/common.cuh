@@ -30,26 +30,32 @@ __device__ inline void task_coords(int64_t task, int64_t ntiles, int64_t& bidx, 
 // Stages elements [first, total) (step `stride`) of triangles into shared memory: locate(e, dst,
 // fill) gives element e's shared-memory slot in dst (nullptr: not stored) and returns its global
 // address, or nullptr when the slot takes `fill` instead (identity padding, a unit diagonal).
-// With `async` (p.async_copy) and cp.async available, every copy is in flight at once and holds
-// no register; otherwise kUnroll loads are in flight before their stores. The copies have landed
-// after copy_async_wait_all() and a barrier. No conjugation here: see finish_pivots.
+// With `async` (p.async_copy), cp.async available and L stored as T, every copy is in flight at
+// once and holds no register; otherwise kUnroll loads are in flight before their stores (a 16-bit
+// L widened to T in between). The copies have landed after copy_async_wait_all() and a barrier.
+// No conjugation here: see finish_pivots.
 template <typename T, int kUnroll, typename Locate>
 __device__ __forceinline__ void stage_triangle(bool async, unsigned first, unsigned total, unsigned stride,
                                                Locate locate) {
+  // (L's stored type; lvalues formed without std::declval, which clang takes for a host function)
+  using Src = std::remove_cv_t<std::remove_pointer_t<decltype(locate(0u, *static_cast<T**>(nullptr),
+                                                                     *static_cast<T*>(nullptr)))>>;
 #if HSMA_ASYNC_COPY
-  if (async) {
+  if constexpr (std::is_same_v<Src, T>) {
+    if (async) {
 #pragma unroll 1
-    for (unsigned e = first; e < total; e += stride) {
-      T* dst;
-      T fill;
-      const T* src = locate(e, dst, fill);
-      if (dst == nullptr) continue;
-      if (src != nullptr)
-        copy_async(dst, src);
-      else
-        *dst = fill;
+      for (unsigned e = first; e < total; e += stride) {
+        T* dst;
+        T fill;
+        const T* src = locate(e, dst, fill);
+        if (dst == nullptr) continue;
+        if (src != nullptr)
+          copy_async(dst, src);
+        else
+          *dst = fill;
+      }
+      return;
     }
-    return;
   }
 #endif
   (void)async;
@@ -61,8 +67,11 @@ __device__ __forceinline__ void stage_triangle(bool async, unsigned first, unsig
       const unsigned e = e0 + u * stride;
       T* dst = nullptr;
       T fill = T(0);
-      const T* src = e < total ? locate(e, dst, fill) : nullptr;
-      v[u] = src != nullptr ? *src : fill;
+      const Src* src = e < total ? locate(e, dst, fill) : nullptr;
+      if constexpr (std::is_same_v<Src, T>)
+        v[u] = src != nullptr ? *src : fill;
+      else
+        v[u] = src != nullptr ? to_compute<T>(*src) : fill;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -80,8 +89,8 @@ __device__ __forceinline__ void stage_triangle(bool async, unsigned first, unsig
 // pivot's address, and may first write it: see load_packed_triangle), stores the pivot's
 // reciprocal (1 for a unit diagonal) in *rcp_slot and sets *flag when it needs a true division
 // (see pivot_reciprocal).
-template <typename T, typename Pivot, typename Barrier>
-__device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const SolveProblem<T>& p, int t,
+template <typename T, typename SA, typename SB, typename Pivot, typename Barrier>
+__device__ __forceinline__ void finish_pivots(T* Ls, int n, int npivots, const SolveProblem<T, SA, SB>& p, int t,
                                               int nthreads, Pivot pivot, Barrier barrier) {
   if (p.conj) {
     for (int e = t; e < n; e += nthreads) Ls[e] = conj_if(Ls[e], true);
@@ -171,7 +180,8 @@ inline bool kernels_wait(const DeviceInfo& dev) {
 // kernels' code waits (kernels_wait), unless pdl=0 is forced. Every small-path kernel calls
 // grid_dependency_sync() before its first global access, and releases the next kernel's launch
 // there when p.dependent_launch = 1 (else the next kernel launches when this one completes).
-template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo& dev) {
+template <typename T, typename SA, typename SB>
+bool dependent(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev) {
   return p.dependent_launch != 0 && dev.cc_major >= 9 && kernels_wait(dev);
 }
 
@@ -181,8 +191,9 @@ template <typename T> bool dependent(const SolveProblem<T>& p, const DeviceInfo&
 // is slower where the grid is sized to the GPU (the folding tensor-core kernel) and for the column
 // kernel at 8 rows of 8-byte types on batches, whose launchers release at completion (single
 // solves of those kernels included).
-template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool early) {
-  SolveProblem<T> q = p;
+template <typename T, typename SA, typename SB>
+SolveProblem<T, SA, SB> released(const SolveProblem<T, SA, SB>& p, bool early) {
+  SolveProblem<T, SA, SB> q = p;
   if (q.dependent_launch < 0) q.dependent_launch = early ? 1 : 2;
   return q;
 }
@@ -190,9 +201,9 @@ template <typename T> SolveProblem<T> released(const SolveProblem<T>& p, bool ea
 // kernel<<<grid, block, smem, stream>>>(p, args...) through launch_kernel: a dependent launch where
 // dependent() says so, p with its release point resolved (`early`: the launcher's choice, see
 // released). Every launch of a small-path kernel goes through here.
-template <typename T, typename... Params, typename... Args>
-hsmaError_t launch_small(void (*kernel)(SolveProblem<T>, Params...), dim3 grid, dim3 block, size_t smem,
-                         hsmaStream_t stream, const SolveProblem<T>& p, const DeviceInfo& dev, bool early,
+template <typename T, typename SA, typename SB, typename... Params, typename... Args>
+hsmaError_t launch_small(void (*kernel)(SolveProblem<T, SA, SB>, Params...), dim3 grid, dim3 block, size_t smem,
+                         hsmaStream_t stream, const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev, bool early,
                          Args... args) {
   return launch_kernel(kernel, grid, block, smem, stream, dependent(p, dev), released(p, early), args...);
 }
@@ -209,7 +220,7 @@ template <typename T> constexpr SmallDtype small_dtype() {
 }
 
 // Whether one A serves every task of a problem: a single solve, or A broadcast over the batch.
-template <typename T> bool shares_a(const SolveProblem<T>& p) {
+template <typename T, typename SA, typename SB> bool shares_a(const SolveProblem<T, SA, SB>& p) {
   bool shared = true;
   for (int d = 0; d < p.bl.ndim; ++d) shared = shared && (p.bl.size[d] == 1 || p.bl.stride[0][d] == 0);
   return shared;
@@ -229,8 +240,9 @@ template <typename T> bool shares_a(const SolveProblem<T>& p) {
 // skipped for a unit triangle (finish_pivots writes the ones). The lanes step in lockstep rather
 // than each unrolling its own range, so that a warp's copies stay one row (or column) of L. About
 // 8 SASS instructions per copy, against 34 when each slot's position is computed from scratch.
-template <typename T, int M, int kThreads>
-__device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T>& p, bool k_fast, int t) {
+template <typename T, int M, int kThreads, typename SB>
+__device__ __forceinline__ void stage_packed_columns(T* Ls, const T* L, const SolveProblem<T, T, SB>& p, bool k_fast,
+                                                     int t) {
   static_assert(kThreads >= M && kThreads % 32 == 0, "stage_packed_columns: a thread per fast index, whole warps");
   constexpr int S = kThreads / M;
   const int f = t % M, sl0 = t / M, m = static_cast<int>(p.m), u = p.unit ? 1 : 0;
@@ -297,11 +309,13 @@ struct NoCallback {
 // kernel, 8-lane segments, 32-row warp tasks), only the triangle (stage_packed_columns);
 // barrier() synchronises the kThreads threads, and the caller synchronises them again before
 // reading Ls and Rs. issued() runs once the copies are issued,
-// before waiting for them (the tile kernel loads its right-hand sides there).
+// before waiting for them (the tile kernel loads its right-hand sides there). A 16-bit L (SA) is
+// widened to T element by element (stage_triangle), without cp.async.
 template <typename T, int M, int kThreads, typename Layout = SegmentLayout<M, 1>, int kStageUnroll = 1,
-          typename Barrier, typename Issued = NoCallback>
-__device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const T* L, const SolveProblem<T>& p,
-                                                     int t, Barrier barrier, Issued issued = Issued()) {
+          typename Barrier, typename Issued = NoCallback, typename SA, typename SB>
+__device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, const SA* L,
+                                                     const SolveProblem<T, SA, SB>& p, int t, Barrier barrier,
+                                                     Issued issued = Issued()) {
   constexpr int kUnroll = M * M / kThreads < kLoadUnroll ? M * M / kThreads : kLoadUnroll;
   static_assert(kUnroll > 0, "load_packed_triangle: fewer elements than threads");
   static_assert(kThreads >= M || M % kThreads == 0, "load_packed_triangle: whole rows per thread");
@@ -309,7 +323,8 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
   const bool k_fast = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
   bool staged = false;
 #if HSMA_ASYNC_COPY
-  if constexpr (std::is_same_v<Layout, SegmentLayout<M, 1>> && kThreads >= M && kStageUnroll == 1) {
+  if constexpr (!std::is_same_v<SA, T>) {
+  } else if constexpr (std::is_same_v<Layout, SegmentLayout<M, 1>> && kThreads >= M && kStageUnroll == 1) {
     if (p.async_copy) {
       stage_packed_columns<T, M, kThreads>(Ls, L, p, k_fast, t);
       staged = true;
@@ -353,7 +368,7 @@ __device__ __forceinline__ void load_packed_triangle(T* Ls, T* Rs, int* exact, c
 #endif
   if (!staged) {
     const unsigned um = m;
-    stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const T* {
+    stage_triangle<T, kUnroll>(p.async_copy, t, M * M, kThreads, [&](unsigned e, T*& dst, T& fill) -> const SA* {
       // (unsigned: shifts and masks where M is a power of two)
       const unsigned i = k_fast ? e / M : e % M, k = k_fast ? e % M : e / M;
       dst = i >= k ? Ls + Layout::at(i, k) : nullptr;

@@ -159,10 +159,10 @@ __device__ __forceinline__ void substitute_segment_blocked(T (&b)[M / kSeg], con
 // kCols columns of a segment: substitutes b (the lane's rows of columns j + c * j_step, loaded;
 // kBlocked: the blocked substitution, one column) and writes the solved rows to X, for the columns
 // before j_end.
-template <typename T, int M, int kSeg, bool kBlocked, int kSteps = kSeg, int kCols>
+template <typename T, int M, int kSeg, bool kBlocked, int kSteps = kSeg, int kCols, typename SA, typename SB>
 __device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg], const T* Ls, const T* Rs, int lane,
-                                                        bool exact, const SolveProblem<T>& p, T* X, int64_t j,
-                                                        int64_t j_step, int64_t j_end) {
+                                                        bool exact, const SolveProblem<T, SA, SB>& p, SB* X,
+                                                        int64_t j, int64_t j_step, int64_t j_end) {
   if constexpr (kBlocked) {
     static_assert(kCols == 1, "solve_and_store_columns: one column per blocked segment");
     if (exact)
@@ -184,7 +184,7 @@ __device__ __forceinline__ void solve_and_store_columns(T (&b)[kCols][M / kSeg],
 #pragma unroll
     for (int s = 0; s < M / kSeg; ++s) {
       const int row = segment_row<M, kSeg, kBlocked>(lane, s);
-      if (jc < j_end && row < m) X[row * p.x.row + jc * p.x.col] = b[c][s];
+      if (jc < j_end && row < m) X[row * p.x.row + jc * p.x.col] = from_compute<SB>(b[c][s]);
     }
   }
 }
@@ -215,9 +215,9 @@ template <typename T, int kSeg, int kCols = 1> __host__ __device__ constexpr int
 // the launcher keeps one (launch_narrow_segments; docs/experiments.md).
 // The first pass's right-hand sides are loaded before the triangle, so both loads are in flight.
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
-          int kCols = 1>
+          int kCols = 1, typename SA = T, typename SB = SA>
 __global__ void __launch_bounds__(kThreads, (segment_min_blocks<T, kSeg, kCols>()))
-small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles) {
+small_solve_segments_kernel(SolveProblem<T, SA, SB> p, int64_t tile_cols, int64_t ntiles) {
   constexpr int kRows = M / kSeg;
   static_assert(M % kSeg == 0, "small_solve_segments_kernel: whole rows per lane");
   static_assert((kSeg & (kSeg - 1)) == 0, "small_solve_segments_kernel: a power-of-two segment (shuffle width)");
@@ -236,8 +236,8 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
     int64_t bidx, tile, off[3];
     task_coords(task, ntiles, bidx, tile);
     batch_offsets(p.bl, bidx, off);
-    const T* B = p.B + off[1];
-    T* X = p.X + off[2];
+    const SB* B = p.B + off[1];
+    SB* X = p.X + off[2];
     const int64_t j_begin = tile * tile_cols;
     const int64_t j_end = j_begin + tile_cols < p.n ? j_begin + tile_cols : p.n;
     T b[kCols][kRows];
@@ -248,7 +248,7 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
         for (int s = 0; s < kRows; ++s) {
           const int row = segment_row<M, kSeg, kBlocked>(lane, s);
           const int64_t jc = j + c * nseg;
-          b[c][s] = (jc < j_end && row < m) ? B[row * p.b.row + jc * p.b.col] : T(0);  // alpha: at the solve
+          b[c][s] = (jc < j_end && row < m) ? to_compute<T>(B[row * p.b.row + jc * p.b.col]) : T(0);  // alpha: later
         }
     };
     load_rhs(j_begin + seg);
@@ -281,9 +281,9 @@ small_solve_segments_kernel(SolveProblem<T> p, int64_t tile_cols, int64_t ntiles
 // other, synchronising only within the warp, so the block's warps never wait for each other and
 // no lane idles while one column is solved. Blocks of kWarpTaskThreads; select.h's warp_tasks_fit
 // says where the four triangles fit in shared memory.
-template <typename T, int M>
+template <typename T, int M, typename SA, typename SB>
 __global__ void __launch_bounds__(kWarpTaskThreads)
-small_solve_warp_tasks_kernel(SolveProblem<T> p) {
+small_solve_warp_tasks_kernel(SolveProblem<T, SA, SB> p) {
   constexpr int kRows = M / kSegment;
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   constexpr int kPacked = M * (M + 1) / 2;
@@ -299,8 +299,8 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
   for (int64_t task = int64_t(blockIdx.x) * kWarps + w; task < p.batch; task += int64_t(gridDim.x) * kWarps) {
     int64_t off[3];
     batch_offsets(p.bl, task, off);
-    const T* B = p.B + off[1];
-    T* X = p.X + off[2];
+    const SB* B = p.B + off[1];
+    SB* X = p.X + off[2];
     warp_sync();  // this warp's previous task is done with its triangle
     if (lane == 0) exact_all[w] = 0;
     warp_sync();
@@ -312,24 +312,24 @@ small_solve_warp_tasks_kernel(SolveProblem<T> p) {
 #pragma unroll
       for (int s = 0; s < kRows; ++s) {
         const int row = lane + s * kSegment;
-        b[0][s] = row < m ? p.alpha * B[row * p.b.row + j * p.b.col] : T(0);
+        b[0][s] = row < m ? p.alpha * to_compute<T>(B[row * p.b.row + j * p.b.col]) : T(0);
       }
       solve_and_store_columns<T, M, kSegment, false>(b, Ls, Rs, lane, exact_task, p, X, j, 1, p.n);
     }
   }
 }
 
-template <typename T, int M>
-hsmaError_t launch_warp_tasks(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, int M, typename SA, typename SB>
+hsmaError_t launch_warp_tasks(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kWarps = kWarpTaskThreads / kSegment;
   const int64_t blocks = (p.batch + kWarps - 1) / kWarps;
   const unsigned grid = small_grid(p, blocks);
-  return launch_small(small_solve_warp_tasks_kernel<T, M>, grid, kWarpTaskThreads, 0, stream, p, dev, true);
+  return launch_small(small_solve_warp_tasks_kernel<T, M, SA, SB>, grid, kWarpTaskThreads, 0, stream, p, dev, true);
 }
 
 template <typename T, int M, int kSeg, bool kBlocked = false, int kThreads = kSmallThreads, int kSteps = kSeg,
-          int kCols = 1>
-hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+          int kCols = 1, typename SA, typename SB>
+hsmaError_t launch_segments(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   const int pass_cols = kThreads / kSeg * kCols;  // columns per pass of all segments
   // Columns per task: one pass of all segments; more passes only while the grid stays full.
   const int64_t sms = dev.multiprocessors;
@@ -341,8 +341,8 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsm
   const int64_t ntiles = (p.n + tile_cols - 1) / tile_cols;
   const int64_t ntasks = p.batch * ntiles;
   const unsigned grid = small_grid(p, ntasks);
-  return launch_small(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols>, grid, kThreads, 0,
-                      stream, p, dev, true, tile_cols, ntiles);
+  return launch_small(small_solve_segments_kernel<T, M, kSeg, kBlocked, kThreads, kSteps, kCols, SA, SB>, grid,
+                      kThreads, 0, stream, p, dev, true, tile_cols, ntiles);
 }
 
 // 8-lane segments are built on CUDA only (select.h: small_narrow_segments says why).
@@ -354,16 +354,16 @@ constexpr bool kNarrowSegments = true;
 
 // 8-lane segments: two columns per segment for complex128 at 33-48 rows, one elsewhere (select.h:
 // segment_columns; small_solve_segments_kernel says why).
-template <typename T, int M>
-hsmaError_t launch_narrow_segments(const SolveProblem<T>& p, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, int M, typename SA, typename SB>
+hsmaError_t launch_narrow_segments(const SolveProblem<T, SA, SB>& p, const DeviceInfo& dev, hsmaStream_t stream) {
   constexpr int kCols = segment_columns(small_dtype<T>(), M);
   return launch_segments<T, M, kNarrowSegment, false, kSmallThreads, kNarrowSegment, kCols>(p, dev, stream);
 }
 
 // The segment kernel of M rows the plan names: 8-lane segments, blocked warp-wide segments (M / 2
 // lanes, plan.steps steps per loop iteration of the substitution), or strided warp-wide segments.
-template <typename T, int M>
-hsmaError_t launch_segments(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+template <typename T, int M, typename SA, typename SB>
+hsmaError_t launch_segments(const SolveProblem<T, SA, SB>& p, const SmallPlan& plan, const DeviceInfo& dev,
                             hsmaStream_t stream) {
   if constexpr (kNarrowSegments) {
     if (plan.lanes == kNarrowSegment && !plan.blocked) return launch_narrow_segments<T, M>(p, dev, stream);
@@ -381,8 +381,9 @@ hsmaError_t launch_segments(const SolveProblem<T>& p, const SmallPlan& plan, con
 }
 
 // The segment kernel the plan names: 32, 48 (8-lane segments of complex types) or 64 rows.
-template <typename T>
-hsmaError_t run_segments(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev, hsmaStream_t stream) {
+template <typename T, typename SA, typename SB>
+hsmaError_t run_segments(const SolveProblem<T, SA, SB>& p, const SmallPlan& plan, const DeviceInfo& dev,
+                         hsmaStream_t stream) {
   if (plan.rows == 32) return launch_segments<T, 32>(p, plan, dev, stream);
   if constexpr (kNarrowSegments && small_dtype_complex(small_dtype<T>())) {
     if (plan.rows == 48) return launch_narrow_segments<T, 48>(p, dev, stream);
@@ -391,8 +392,8 @@ hsmaError_t run_segments(const SolveProblem<T>& p, const SmallPlan& plan, const 
 }
 
 // The warp-task kernel the plan names (32 or 64 rows), where its triangles fit.
-template <typename T>
-hsmaError_t run_warp_tasks(const SolveProblem<T>& p, const SmallPlan& plan, const DeviceInfo& dev,
+template <typename T, typename SA, typename SB>
+hsmaError_t run_warp_tasks(const SolveProblem<T, SA, SB>& p, const SmallPlan& plan, const DeviceInfo& dev,
                            hsmaStream_t stream) {
   if (plan.rows == 32) {
     if constexpr (warp_tasks_fit(small_dtype<T>(), 32)) return launch_warp_tasks<T, 32>(p, dev, stream);
