@@ -191,6 +191,28 @@ def test_half_stored_small_kernels(device, dtype, k, layout, n, gen):
     assert_same_bits(C, hsma_trsm.trsm(A, B, unitriangular=unit))
 
 
+@pytest.mark.parametrize("device", CUDA_DEVICES)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("left,upper,trans,unit,alpha", [(True, True, "N", False, -1.5), (False, False, "T", True, 2),
+                                                         (False, True, "N", True, 1)], ids=["LUN", "RLTu", "RUNu"])
+@pytest.mark.parametrize("k,n", [(16, 64), (40, 1), (40, 64), (64, 1), (64, 64)])
+def test_half_stored_variants(device, dtype, left, upper, trans, unit, alpha, k, n, gen):
+    # Every side, uplo (an upper triangle read backwards) and alpha, batched enough for the column kernel (n = 64)
+    # or the segment kernels (n = 1); float32 A beside the 16-bit B too, and both in place.
+    A = make_triangular(k, batch=(48,), dtype=dtype, upper=upper, unit=unit, device=device, gen=gen)
+    B = make_rhs(b_shape(k, n, left=left, batch=(48,)), dtype=dtype, device=device, gen=gen)
+    kw = solve_kwargs(left, upper, trans, unit, alpha)
+    X = hsma_trsm.trsm(A, B, **kw)
+    check_half(X, A, B, dtype=dtype, **kw)
+    X32 = hsma_trsm.trsm(A.float(), B.float(), **kw)
+    assert_same_bits(X, X32.to(dtype))
+    assert_same_bits(hsma_trsm.trsm(A.float(), B, out_dtype=dtype, **kw), X)
+    for a in (A, A.float()):
+        C = B.clone()
+        hsma_trsm.trsm_(a, C, **kw)
+        assert_same_bits(C, X)
+
+
 # ---------------------------------------------------------------------------------------------
 # Entry points, broadcasting, strided inputs.
 
