@@ -47,8 +47,8 @@ def _check(X, A, chunks, BT, dtype, out_dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16],
-                         ids=["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
+                         ids=["float32", "float64", "bfloat16", "float16"])
 @pytest.mark.parametrize("B,T,H,BT", [(2, 128, 3, 64), (1, 96, 2, 32), (2, 70, 2, 16), (1, 13, 1, 5)],
                          ids=["fixed-64", "fixed-32", "partial-16", "odd-5"])
 def test_fixed_length(device, dtype, B, T, H, BT):
@@ -66,18 +66,21 @@ def test_fixed_length(device, dtype, B, T, H, BT):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("BT", [16, 64])
-def test_packed_sequences_with_partial_chunks(device, BT):
+@pytest.mark.parametrize("dtype,out_dtype", [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
+                                             (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32)],
+                         ids=["f32-f32", "f32-bf16", "bf16-bf16", "f16-f32"])
+def test_packed_sequences_with_partial_chunks(device, BT, dtype, out_dtype):
     cu = [0, 5, 5, 71, 135, 200]  # a short, an empty and partial and whole chunks
     T, H = cu[-1], 3
-    A, _ = _inputs(1, T, H, BT, torch.float32, device, seed=1)
+    A, _ = _inputs(1, T, H, BT, dtype, device, seed=1)
     cu_t = torch.tensor(cu, device=device, dtype=torch.int32)
-    X = hsma_trsm.solve_tril(A, cu_seqlens=cu_t)
-    _check(X, A, _chunk_list(1, T, BT, cu), BT, torch.float32, torch.float32)
+    X = hsma_trsm.solve_tril(A, cu_seqlens=cu_t, output_dtype=out_dtype)
+    _check(X, A, _chunk_list(1, T, BT, cu), BT, dtype, out_dtype)
     # fla's chunk indices (sequence, chunk within it), padded with sentinel rows as its static variant pads them.
     lens = [b - a for a, b in zip(cu, cu[1:])]
     idx = [[s, i] for s, n in enumerate(lens) for i in range(-(-n // BT))] + [[-1, 0], [-1, 0]]
     Xi = hsma_trsm.solve_tril(A, cu_seqlens=cu_t, chunk_indices=torch.tensor(idx, device=device),
-                              output_dtype=None)
+                              output_dtype=out_dtype)
     assert torch.equal(Xi, X)
 
 
