@@ -25,8 +25,8 @@ Groups (case column):
              not 1) stored, float32 and bfloat16: hsma against torch (float32 only);
     bf16     batches of 8192 and 16384 lower 64 x 64 systems against 64 x 64: hsma in bfloat16 against hsma in
              float32 on the same values (hsma_f32) and torch float32;
-    e2e      fla's ``chunk_gated_delta_rule`` forward + backward at training shapes (K = V = 128, bf16), stock
-             against fla's unfused intra-chunk step with fla's solve_tril (fla_unfused) and with hsma's (hsma),
+    e2e      fla's ``chunk_gated_delta_rule`` forward, and forward + backward, at training shapes (K = V = 128, bf16),
+             stock against fla's unfused intra-chunk step with fla's solve_tril (fla_unfused) and with hsma's (hsma),
              eager only (benchmarks/deltanet_e2e.py says why the swap needs the unfused step).
 
 A is built as fla's chunk_scaled_dot_kkt builds it (l2-normalized keys, beta = sigmoid(randn)). Each contender's
@@ -71,6 +71,7 @@ from . import output
 from . import report as rp
 from . import timing as tm
 from . import util as bu
+from .deltanet_data import chunk_view, deltanet_A, pick_index, unit_lower
 from .deltanet_e2e import gdn_inputs, gdn_step, step_flops, unfused_intra
 from .fla_kernels import Fla, import_fla, precompile_fla
 from .report import Col, Table, Target, f_err, f_frac_pct, f_rate, f_us, f_x, ratio
@@ -104,7 +105,6 @@ PLANS = {
                       qwen=[(1, 2, 128)], dv=32, bf16=[64], e2e=[(1, 128, 2)]),
 }
 KEY_DIM = 64  # head dim of the keys that build A for the inverse rows (fla's solve_tril test uses 64)
-CHECK_MATRICES = 8  # matrices per contender checked against the float64 reference
 TOL = {F32: 1e-3, BF16: 3e-2}  # hsma's max abs diff / max(1, max |ref|) above this: inaccurate
 
 # Per row: up to four contenders, each checked, timed eagerly and by graph replay (about 0.5 s on the H200);
@@ -118,9 +118,10 @@ TIMING = {
 }
 
 # Contender column prefixes: hsma is each row's headline hsma call; hsma_bf16 (wu) the all-bfloat16 solve;
-# hsma_f32 (bf16) the float32 solve of the same values; hsma_solve (inverse) the inverse by the solve against an
-# identity (the override inverse=solve), where hsma is trtri's own choice.
-NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_f32", "hsma_solve", "fla_unfused")
+# hsma_inv (wu) hsma's solve_tril and fla's w/u kernel; hsma_f32 (bf16) the float32 solve of the same values;
+# hsma_solve (inverse) the inverse by the solve against an identity (the override inverse=solve), where hsma is
+# trtri's own choice.
+NAMES = ("fla", "hsma", "torch", "hsma_bf16", "hsma_inv", "hsma_f32", "hsma_solve", "fla_unfused")
 # Per group the contender the long CSV's ratios are against (the headline comparison of the group).
 BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32", "e2e": "fla"}
 
@@ -133,7 +134,7 @@ BASELINE = {"inverse": "fla", "wu": "fla", "qwen": "torch", "bf16": "hsma_f32", 
 class DCase:
     """One row. inverse / wu: fla's layout [B, T, H, BT]; qwen: B, H and T = 64 NC; bf16: B = the batch.
     dtype: inverse the output dtype, wu the right-hand side's (bfloat16), qwen / bf16 the inputs'. n: right-hand
-    side columns (wu K + V, qwen dv, bf16 64; 0 for the inverse)."""
+    side columns (wu K + V, qwen dv, bf16 64; 0 for the inverse). bwd: e2e rows time the backward too."""
 
     group: str
     B: int
@@ -143,6 +144,7 @@ class DCase:
     dtype: torch.dtype
     n: int = 0
     seed: int = 0
+    bwd: bool = True
 
     @property
     def k(self) -> int:
@@ -162,7 +164,7 @@ class DCase:
         if self.group == "qwen":
             return f"B{self.B} H{self.H} NC{self.T // self.BT} k={self.k} dv={self.n}"
         s = f"B{self.B} T{self.T} H{self.H} BT{self.BT}"
-        return s + (f" K+V={self.n}" if self.group in ("wu", "e2e") else "")
+        return s + (f" K+V={self.n}" if self.group in ("wu", "e2e") else "") + ("" if self.bwd else " fwd")
 
 
 def deltanet_cases(plan: dict, dtypes=(F32,), seed: int = 0) -> list:
@@ -188,7 +190,8 @@ def deltanet_cases(plan: dict, dtypes=(F32,), seed: int = 0) -> list:
     for b in plan["bf16"]:
         add("bf16", b, 0, 0, 64, BF16, n=64)
     for B, T, H in plan["e2e"]:
-        add("e2e", B, T, H, 64, BF16, n=kdim + vdim)
+        for bwd in (False, True):
+            add("e2e", B, T, H, 64, BF16, n=kdim + vdim, bwd=bwd)
     return out
 
 
@@ -237,12 +240,14 @@ def case_bytes(case: DCase) -> int:
 
 def add_rates(row: dict) -> dict:
     """Ratios (> 1: hsma faster) and hsma's (and fla's) bandwidth, from the times in the row:
-    fla_speedup = fla / hsma, speedup = torch / hsma, fla_speedup_bf16 = fla / hsma_bf16, vs_f32 = hsma_f32 /
-    hsma, fla_speedup_solve = fla / hsma_solve, fla_speedup_unfused = fla_unfused / hsma, each eager and graph;
+    fla_speedup = fla / hsma, speedup = torch / hsma, fla_speedup_bf16 = fla / hsma_bf16, fla_speedup_inv = fla /
+    hsma_inv, vs_f32 = hsma_f32 / hsma, fla_speedup_solve = fla / hsma_solve, fla_speedup_unfused = fla_unfused /
+    hsma, each eager and graph;
     GB/s = bytes over the GPU-only (graph) time where measured, else the eager time (bw_basis), *_bw_frac = GB/s /
     copy_gbs."""
     for key, num, den in (("fla_speedup", "fla", "hsma"), ("speedup", "torch", "hsma"),
-                          ("fla_speedup_bf16", "fla", "hsma_bf16"), ("vs_f32", "hsma_f32", "hsma"),
+                          ("fla_speedup_bf16", "fla", "hsma_bf16"), ("fla_speedup_inv", "fla", "hsma_inv"),
+                          ("vs_f32", "hsma_f32", "hsma"),
                           ("fla_speedup_solve", "fla", "hsma_solve"), ("fla_speedup_unfused", "fla_unfused", "hsma")):
         row[key] = ratio(row.get(f"{num}_us"), row.get(f"{den}_us"))
         gkey = "graph_" + key if key in ("speedup", "vs_f32") else key.replace("fla_", "fla_graph_", 1)
@@ -268,10 +273,10 @@ def blank_row(case: DCase, copy_gbs: float = NAN) -> dict:
 
 
 COLUMNS = (["suite", "case", "shape", "dtype", "B", "T", "H", "BT", "k", "n", "matrices"]
-           + [f"{p}_us" for p in NAMES] + ["fla_speedup", "speedup", "fla_speedup_bf16", "vs_f32", "fla_speedup_solve",
-                                          "fla_speedup_unfused"]
+           + [f"{p}_us" for p in NAMES] + ["fla_speedup", "speedup", "fla_speedup_bf16", "fla_speedup_inv", "vs_f32",
+                                          "fla_speedup_solve", "fla_speedup_unfused"]
            + [f"{p}_graph_us" for p in NAMES]
-           + ["fla_graph_speedup", "graph_speedup", "fla_graph_speedup_bf16", "graph_vs_f32",
+           + ["fla_graph_speedup", "graph_speedup", "fla_graph_speedup_bf16", "fla_graph_speedup_inv", "graph_vs_f32",
               "fla_graph_speedup_solve", "fla_graph_speedup_unfused"]
            + ["bytes", "bw_basis", "hsma_gbs", "fla_gbs", "copy_gbs", "hsma_bw_frac", "fla_bw_frac", "fla_first_s"]
            + [f"{p}_{s}" for s in ("min_us", "reps", "graph_calls") for p in NAMES]
@@ -281,34 +286,6 @@ COLUMNS = (["suite", "case", "shape", "dtype", "B", "T", "H", "BT", "k", "n", "m
 
 # ----------------------------------------------------------------------------------------------
 # Inputs, contenders and the reference
-
-
-def chunk_view(X: torch.Tensor, BT: int) -> torch.Tensor:
-    """fla's [B, T, H, C] as (B, T / BT, H, BT, C): row i of chunk n of head h is X[b, n BT + i, h, :]."""
-    B, T, H, C = X.shape
-    return X.view(B, T // BT, BT, H, C).transpose(2, 3)
-
-
-def deltanet_A(B: int, T: int, H: int, BT: int, keys: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
-    """fla's A [B, T, H, BT] float32 as chunk_scaled_dot_kkt builds it: A[b, t, h, j] = beta[b, t, h] <k_t, k_s>
-    for s = BT (t // BT) + j < t, else 0 (the diagonal and above hold 0)."""
-    kc = keys.float().view(B, T // BT, BT, H, -1)
-    G = torch.einsum("bnihd,bnjhd->bnihj", kc, kc) * beta.float().view(B, T // BT, BT, H, 1)
-    strict = torch.ones(BT, BT, dtype=torch.bool, device=keys.device).tril(-1).view(BT, 1, BT)
-    return (G * strict).reshape(B, T, H, BT).contiguous()
-
-
-def pick_index(batch_shape, device, count: int = CHECK_MATRICES) -> tuple:
-    """Indices of ``count`` matrices spread over the batch dims (first and last included)."""
-    total = math.prod(batch_shape)
-    flat = torch.linspace(0, total - 1, min(count, total), device=device).round().long()
-    return torch.unravel_index(flat, tuple(batch_shape))
-
-
-def _unit_lower(M: torch.Tensor) -> torch.Tensor:
-    """I + the strict lower part of M (float64): what unitriangular=True solves with."""
-    eye = torch.eye(M.shape[-1], dtype=torch.float64, device=M.device)
-    return M.double().tril(-1) + eye
 
 
 @dataclass
@@ -345,7 +322,7 @@ def build_inverse(case: DCase, device, fla: Optional[Fla]) -> tuple:
     V = chunk_view(A, BT)
     idx = pick_index(V.shape[:-2], device)
     eye = torch.eye(BT, dtype=torch.float64, device=device)
-    inputs = dict(A=A, V=V, ref=torch.linalg.solve_triangular(_unit_lower(V[idx]), eye.expand(len(idx[0]), BT, BT),
+    inputs = dict(A=A, V=V, ref=torch.linalg.solve_triangular(unit_lower(V[idx]), eye.expand(len(idx[0]), BT, BT),
                                                               upper=False))
     out = case.dtype
     tol = TOL[out]
@@ -387,17 +364,17 @@ def build_wu(case: DCase, device, fla: Optional[Fla]) -> tuple:
     idx = pick_index(Av.shape[:-2], device)
     Rs = Rv[idx].double()
     inputs = dict(A=A, k=k, v=v, beta=beta, Av=Av, Rv=Rv, Ahv=Ahv,
-                  ref=torch.linalg.solve_triangular(_unit_lower(Av[idx]), Rs, upper=False),
-                  ref_h=torch.linalg.solve_triangular(_unit_lower(Ahv[idx]), Rs, upper=False))
+                  ref=torch.linalg.solve_triangular(unit_lower(Av[idx]), Rs, upper=False),
+                  ref_h=torch.linalg.solve_triangular(unit_lower(Ahv[idx]), Rs, upper=False))
     cons = []
     if fla is not None:
-        def fla_wu(i):
-            return lambda: fla.recompute_w_u_fwd(i["k"], i["v"], i["beta"],
-                                                 fla.solve_tril(i["A"], output_dtype=BF16), None)
+        def wu(solve_tril):  # fla's w/u kernel after an inverse, fla's or hsma's (bf16 output, as fla's)
+            return lambda i: (lambda: fla.recompute_w_u_fwd(i["k"], i["v"], i["beta"],
+                                                            solve_tril(i["A"], output_dtype=BF16), None))
 
-        cons.append(Contender("fla", fla_wu, lambda i, X: torch.cat([chunk_view(X[0], BT)[idx],
-                                                                    chunk_view(X[1], BT)[idx]], dim=-1),
-                              checked=False, tol=TOL[BF16]))
+        pick_wu = lambda i, X: torch.cat([chunk_view(X[0], BT)[idx], chunk_view(X[1], BT)[idx]], dim=-1)  # noqa
+        cons.append(Contender("fla", wu(fla.solve_tril), pick_wu, checked=False, tol=TOL[BF16]))
+        cons.append(Contender("hsma_inv", wu(hsma_trsm.solve_tril), pick_wu, tol=TOL[BF16]))
     solve, trsm = hsma_trsm.solve_triangular, hsma_trsm.trsm
     cons.append(Contender("hsma", lambda i: (lambda: trsm(i["Av"], i["Rv"], unitriangular=True, out_dtype=BF16)),
                           lambda i, X: X[idx], tol=TOL[BF16]))
@@ -419,7 +396,7 @@ def build_qwen(case: DCase, device, fla=None) -> tuple:
     del key
     idx = pick_index(ut.shape[:-2], device)
     inputs = dict(ut=ut, v_beta=v_beta,
-                  ref=torch.linalg.solve_triangular(_unit_lower(ut[idx]), v_beta[idx].double(), upper=False))
+                  ref=torch.linalg.solve_triangular(unit_lower(ut[idx]), v_beta[idx].double(), upper=False))
     cons = [Contender("hsma", lambda i: (lambda: hsma_trsm.solve_triangular(i["ut"], i["v_beta"], upper=False,
                                                                             unitriangular=True)),
                       lambda i, X: X[idx], tol=TOL[dt])]
@@ -460,13 +437,13 @@ def build_e2e(case: DCase, device, fla: Optional[Fla]) -> tuple:
 
     K = case.n // 2
     inputs = gdn_inputs(case.B, case.T, case.H, K, case.n - K, device, bu._generator(device, case.seed))
-    stock = gdn_step(inputs)()
+    stock = gdn_step(inputs, backward=case.bwd)()
     scale = [max(1.0, t.abs().max().item()) for t in stock]  # each tensor against its own size
     pick = lambda i, X: torch.cat([t.double() / s for t, s in zip(X, scale)])  # noqa: E731
     inputs["ref"] = pick(inputs, stock)
     variants = (("fla", None), ("fla_unfused", unfused_intra(fla.solve_tril)),
                 ("hsma", unfused_intra(hsma_trsm.solve_tril)))
-    cons = [Contender(name, lambda i, intra=intra: gdn_step(i, intra), pick, checked=name == "hsma",
+    cons = [Contender(name, lambda i, intra=intra: gdn_step(i, intra, case.bwd), pick, checked=name == "hsma",
                       tol=TOL[BF16], graph=False) for name, intra in variants]
     return inputs, cons, []
 
@@ -478,7 +455,7 @@ def _flops(case: DCase) -> float:
     """Flops of hsma's call (for the implausible flag only): k^3 / 3 per inverse, k^2 n per solve, e2e's step."""
     k = case.k
     if case.group == "e2e":
-        return step_flops(case.B, case.T, case.H, k, case.n // 2, case.n - case.n // 2)
+        return step_flops(case.B, case.T, case.H, k, case.n // 2, case.n - case.n // 2, case.bwd)
     per = k ** 3 / 3.0 if case.group == "inverse" else float(k * k * case.n)
     return per * case.matrices
 
@@ -580,7 +557,7 @@ def _targets() -> list:
                both("fla_speedup", "fla_graph_speedup"), ">=", 1.5),
         Target("bf16 batched 64x64 >= 1.5x hsma float32", lambda r: r["case"] == "bf16",
                both("vs_f32", "graph_vs_f32"), ">=", 1.5),
-        Target("chunk_gated_delta_rule fwd + bwd with hsma >= stock fla", lambda r: r["case"] == "e2e",
+        Target("chunk_gated_delta_rule with hsma >= stock fla", lambda r: r["case"] == "e2e",
                [("eager", "fla_speedup")], ">=", 1.0),
     ]
 
@@ -589,7 +566,8 @@ def summary_lines(rows: list) -> list:
     """Markdown bullets: per group the geometric means of the ratios it has."""
     out = []
     keys = {"inverse": ("fla_speedup", "fla_graph_speedup", "fla_speedup_solve", "fla_graph_speedup_solve", "speedup"),
-            "wu": ("fla_speedup", "fla_graph_speedup", "fla_speedup_bf16"), "qwen": ("speedup", "graph_speedup"),
+            "wu": ("fla_speedup", "fla_graph_speedup", "fla_speedup_bf16", "fla_speedup_inv"),
+            "qwen": ("speedup", "graph_speedup"),
             "bf16": ("vs_f32", "graph_vs_f32"), "e2e": ("fla_speedup", "fla_speedup_unfused")}
     for g in GROUPS:
         sel = [r for r in rows if r["case"] == g]
@@ -600,14 +578,14 @@ def summary_lines(rows: list) -> list:
 
 
 def _alt_us(r: dict, graph: bool = False) -> float:
-    """The row's second hsma call: hsma_bf16 (wu), hsma_f32 (bf16) or hsma_solve (inverse)."""
+    """The row's second hsma call: hsma_inv (wu), hsma_f32 (bf16) or hsma_solve (inverse)."""
     sfx = "_graph_us" if graph else "_us"
-    return next((v for v in (r.get(p + sfx, NAN) for p in ("hsma_bf16", "hsma_f32", "hsma_solve")) if rp.finite(v)),
+    return next((v for v in (r.get(p + sfx, NAN) for p in ("hsma_inv", "hsma_f32", "hsma_solve")) if rp.finite(v)),
                 NAN)
 
 
 def _max_diff(r: dict) -> float:
-    return max((r[f"{p}_max_diff"] for p in ("hsma", "hsma_bf16", "hsma_f32", "hsma_solve")
+    return max((r[f"{p}_max_diff"] for p in ("hsma", "hsma_bf16", "hsma_inv", "hsma_f32", "hsma_solve")
                 if rp.finite(r[f"{p}_max_diff"])),
                default=NAN)
 
@@ -674,13 +652,14 @@ def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
               "the inverse's output dtype. wu = w, u at BT 64, K = V = 128: fla `solve_tril` (bf16 output) + its "
               "w/u kernel `recompute_w_u_fwd` (bf16 k, v, beta) against one hsma solve of the A view against the "
               "[beta K | beta V] view (bf16, formed beforehand): hsma = float32 A (bf16 result), h-alt = "
-              "hsma_bf16, A in bf16 too (bf16 result). qwen = transformers' Qwen3.5 fallback `solve_triangular(ut, "
-              "v_beta, upper=False, unitriangular=True)`, ut's stored diagonal not 1. bf16 = batches of 64 x 64 "
+              "hsma_inv, hsma `solve_tril` (bf16 output) + fla's w/u kernel (CSV: hsma_bf16, A in bf16 too). "
+              "qwen = transformers' Qwen3.5 fallback `solve_triangular(ut, v_beta, upper=False, unitriangular=True)`, "
+              "ut's stored diagonal not 1. bf16 = batches of 64 x 64 "
               "against 64 x 64 in bf16; h-alt = hsma float32 on the same values, f32/bf16 = its time / the bf16 "
-              "time. e2e = fla chunk_gated_delta_rule forward + backward (bf16, K = V = 128): stock fla against fla "
-              "with its unfused intra-chunk step and hsma's solve_tril (fla_unfused: with fla's own), eager only, "
-              "checked against stock fla. fla/hsma = fla time / hsma time, spd = torch / hsma, eager and graph "
-              "(GPU-only). Every "
+              "time. e2e = fla chunk_gated_delta_rule forward (fwd), and forward + backward (bf16, K = V = 128): "
+              "stock fla vs fla with its unfused intra-chunk step and hsma's solve_tril (fla_unfused: with fla's "
+              "own), eager only, checked against stock fla. fla/hsma = fla time / hsma time, spd = torch / hsma, "
+              "eager and graph (GPU-only). Every "
               "contender's first result checked on 8 matrices against float64 (diff = hsma's max abs diff). "
               "GB/s: A's strict triangle read (BT(BT-1)/2 float32) + the whole BT x BT inverse written (inverse), "
               "or + right-hand side read + solution written (solves), over hsma's graph time (eager where none); "

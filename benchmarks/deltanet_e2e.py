@@ -1,11 +1,11 @@
-"""The deltanet suite's e2e group: fla's ``chunk_gated_delta_rule``, forward and backward, with its inverse done by
+"""The deltanet suite's e2e group: fla's ``chunk_gated_delta_rule``, forward (and backward), with its inverse done by
 hsma (patched inside the benchmark only).
 
 At chunk size 64 fla-core 0.6.0 never calls ``solve_tril``: ``chunk_gated_delta_rule_fwd_intra`` runs one fused
 kernel for beta K K^T and (I + A)^-1, then ``recompute_w_u_fwd``; the backward reuses the saved inverse. A solve of
 hsma's can therefore only enter through fla's unfused form of that step, which fla itself runs at chunk sizes 16
 and 32: ``chunk_scaled_dot_kkt_fwd`` (A, float32), ``solve_tril`` (bfloat16, fla's output dtype), then
-``recompute_w_u_fwd``. Three contenders, same inputs, each one call of forward and backward:
+``recompute_w_u_fwd``. Three contenders, same inputs, each one call of forward (and backward):
 
     fla          stock fla (the fused kernel);
     fla_unfused  fla with its unfused step (fla's own solve_tril): what the swap alone changes;
@@ -70,22 +70,24 @@ def gdn_inputs(B: int, T: int, H: int, K: int, V: int, device, generator) -> dic
     return {name: t.requires_grad_() for name, t in leaves.items()} | {"do": do}
 
 
-def step_flops(B: int, T: int, H: int, BT: int, K: int, V: int) -> float:
+def step_flops(B: int, T: int, H: int, BT: int, K: int, V: int, backward: bool = True) -> float:
     """A rough count of fla's forward (2 (3 BT K + 2 BT V + 3 K V) per position and head) and backward (2.5x)."""
-    return 3.5 * 2 * (3 * BT * K + 2 * BT * V + 3 * K * V) * B * T * H
+    return (3.5 if backward else 1.0) * 2 * (3 * BT * K + 2 * BT * V + 3 * K * V) * B * T * H
 
 
-def gdn_step(inputs: dict, intra: Callable | None = None, sample: int = 1 << 18) -> Callable:
-    """One forward and backward of fla's chunk_gated_delta_rule on the inputs (with `intra` for its intra-chunk
-    step, stock where None); the call returns, for the output and each of the five gradients, about `sample`
-    entries in float32 at an odd step (so that every column of the head dimension is visited)."""
+def gdn_step(inputs: dict, intra: Callable | None = None, backward: bool = True, sample: int = 1 << 18) -> Callable:
+    """One forward (and with `backward` one backward) of fla's chunk_gated_delta_rule on the inputs (with `intra`
+    for its intra-chunk step, stock where None); the call returns, for the output and each of the five gradients,
+    about `sample` entries in float32 at an odd step (so that every column of the head dimension is visited).
+    Forward-only rows also run where fla refuses its gated backward (fla 0.6.0 on Hopper with Triton >= 3.4.0 and
+    < 3.7.1: its issue 640)."""
     gdr = importlib.import_module("fla.ops.gated_delta_rule").chunk_gated_delta_rule
     names = ("q", "k", "v", "g", "beta")
 
     def step():
         with intra_replaced(intra) if intra is not None else contextlib.nullcontext():
             o, _ = gdr(*(inputs[n] for n in names))
-            grads = torch.autograd.grad(o, [inputs[n] for n in names], inputs["do"])
+            grads = torch.autograd.grad(o, [inputs[n] for n in names], inputs["do"]) if backward else ()
         flat = [t.detach().reshape(-1) for t in (o, *grads)]
         return tuple(f[:: max(1, f.numel() // sample) | 1].float() for f in flat)
 

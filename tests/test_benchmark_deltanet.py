@@ -33,7 +33,7 @@ def test_cases_gpu_plan():
     count = {}
     for c in cases:
         count[c.group] = count.get(c.group, 0) + 1
-    assert count == dict(inverse=18, wu=3, qwen=4, bf16=2, e2e=3)  # 3 shapes x 3 BT x 2 outputs; 3; 2 x 2; 2; 3
+    assert count == dict(inverse=18, wu=3, qwen=4, bf16=2, e2e=6)  # 3 shapes x 3 BT x 2 outputs; 3; 2 x 2; 2; 3 x 2
     inv = [c for c in cases if c.group == "inverse"]
     assert {(c.B, c.T, c.H) for c in inv} == {(1, 8192, 96), (4, 4096, 64), (8, 2048, 32)}  # fla's benchmark
     assert {(c.BT, c.dtype) for c in inv} == {(bt, dt) for bt in (16, 32, 64) for dt in (F32, BF16)}
@@ -44,8 +44,10 @@ def test_cases_gpu_plan():
     assert {(c.dtype, c.k, c.n) for c in qwen} == {(F32, 64, 128), (BF16, 64, 128)}
     assert [(c.B, c.k, c.n) for c in cases if c.group == "bf16"] == [(8192, 64, 64), (16384, 64, 64)]
     e2e = [c for c in cases if c.group == "e2e"]
-    assert [(c.B, c.T, c.H) for c in e2e] == [(4, 8192, 16), (1, 32768, 32), (16, 2048, 8)]  # issue 52's shapes
-    assert all(c.BT == 64 and c.n == 256 and c.dtype == BF16 for c in e2e) and e2e[0].shape.endswith("K+V=256")
+    shapes = [(4, 8192, 16), (1, 32768, 32), (16, 2048, 8)]  # issue 52's, forward only, then forward + backward
+    assert [(c.B, c.T, c.H, c.bwd) for c in e2e] == [(*s, bwd) for s in shapes for bwd in (False, True)]
+    assert all(c.BT == 64 and c.n == 256 and c.dtype == BF16 for c in e2e)
+    assert e2e[0].shape.endswith("K+V=256 fwd") and e2e[1].shape.endswith("K+V=256")
     assert [c.group for c in cases] == sorted((c.group for c in cases), key=dn.GROUPS.index)  # report order
     assert len({c.seed for c in cases}) == len(cases)
     assert cases[0].shape == "B1 T8192 H96 BT16" and wu[0].shape == "B1 T8192 H96 BT64 K+V=256"
@@ -55,12 +57,12 @@ def test_cases_gpu_plan():
     assert [c.BT for c in order[:6]] == [64] * 6 and all(c.group == "inverse" for c in order[:6])
     assert [c.group for c in order[6:15]] == ["wu"] * 3 + ["qwen"] * 4 + ["bf16"] * 2
     assert [c.BT for c in order[15:27]] == [16] * 6 + [32] * 6 and all(c.group == "inverse" for c in order[15:27])
-    assert [c.group for c in order[27:]] == ["e2e"] * 3
+    assert [c.group for c in order[27:]] == ["e2e"] * 6
     assert sorted(i for i, _ in dn.run_order(cases)) == list(range(len(cases)))
     # float32 is the suite's data: without it in --dtypes, nothing runs
     assert dn.deltanet_cases(dn.PLANS["gpu"], [torch.float64]) == []
     lines = dn.list_lines("gpu", [F32])
-    assert lines[0] == "deltanet: 30 cases" and len(lines) == 31
+    assert lines[0] == "deltanet: 33 cases" and len(lines) == 34
 
 
 def test_bytes_and_rates():
@@ -108,7 +110,7 @@ def test_targets_pick_their_rows():
     assert by["inverse >= 70% of copy bandwidth"] == ["PASS", "PASS"]
     assert by["w/u solve >= 1.5x fla solve_tril + w/u kernel"] == ["PASS"]
     assert by["bf16 batched 64x64 >= 1.5x hsma float32"] == ["MISS"]  # graph 1.2x
-    assert by["chunk_gated_delta_rule fwd + bwd with hsma >= stock fla"] == ["MISS"]  # 0.98x
+    assert by["chunk_gated_delta_rule with hsma >= stock fla"] == ["MISS", "MISS"]  # 0.98x, fwd and fwd + bwd
     assert {g["mark"] for g in rp.evaluate_targets(dn._targets(), rows, applicable=False)} == {"n/a"}
 
 
@@ -208,7 +210,7 @@ def test_deltanet_cpu_run_skips_fla_rows(tmp_path, monkeypatch, capsys):
     header, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
     assert header["suite"] == "deltanet" and header["fla"] == "not available: no GPU" and "copy_gbs" in header
     assert list(rows[0]) == dn.COLUMNS
-    assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "e2e"]
+    assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "e2e", "e2e"]
     assert {r["status"] for r in rows} == {dn.SKIPPED_NO_GPU} and all("Triton" in r["note"] for r in rows)
     text = capsys.readouterr().out
     assert "targets: 0 PASS, 0 MISS" in text
@@ -240,7 +242,7 @@ def test_deltanet_cpu_run(tmp_path):
     rc = bm.main(["--quick", "--device", "cpu", "--suite", "deltanet", "--out", out, "--no-progress"])
     assert rc == 0
     _, rows = output.read_csv(os.path.join(out, "details", "deltanet.csv"))
-    assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "qwen", "qwen", "bf16", "e2e"]
+    assert [r["case"] for r in rows] == ["inverse", "inverse", "wu", "qwen", "qwen", "bf16", "e2e", "e2e"]
     for r in rows:
         if r["case"] in dn.FLA_GROUPS:
             assert r["status"] == dn.SKIPPED_NO_GPU
