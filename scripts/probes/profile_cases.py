@@ -18,7 +18,11 @@ import torch
 import hsma_trsm
 from hsma_trsm import _ops as hsma_ops
 
-DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128}
+DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128,
+      "bf16": torch.bfloat16, "f16": torch.float16, "f32bf16": torch.bfloat16}
+# A's dtype where it is not B's: float32 A beside a bfloat16 B (fla's w/u step; X in B's dtype)
+A_DT = {"f32bf16": torch.float32}
+HALF = ("bf16", "f16", "f32bf16")  # no torch solve to compare with
 
 
 # the tile kernel, at 33-64 rows; stepsN: N steps per loop iteration
@@ -35,7 +39,8 @@ def cases(all_kernels):
             if kernel == "pipeline" and (d != "c128" or not torch.ops.hsma._ablation_built()):
                 continue  # the pipeline: complex128 only, and only in an HSMA_TRSM_ABLATION=1 build
             for m, n in ((64, 64), (64, 1), (32, 64), (8, 64), (64, 4096)):
-                if kernel not in ("auto", "auto+sync-copy") and not all_kernels and (m, n) not in ((64, 64), (64, 4096)):
+                if (kernel not in ("auto", "auto+sync-copy") and not all_kernels
+                        and (m, n) not in ((64, 64), (64, 4096))):
                     continue
                 if (m, n) == (64, 4096) and kernel == "segments":
                     yield f"single m={m} n={n} {d} segments:8", d, (), m, n, False, "segments:8"
@@ -52,9 +57,9 @@ def cases(all_kernels):
         for batch, m, n, unit in ((10000, 32, 32, False), (10000, 32, 1, False), (10000, 8, 8, False),
                                   (10000, 16, 16, False), (4096, 48, 48, False), (4096, 64, 64, False),
                                   (4096, 64, 128, True)):
-            for kernel in ("auto", "auto+sync-copy", "columns", "columns+rows16", "columns+rows32", "segments", "segments:8") + MMA + (
-                    TILES if m > 32 else ()) + ("columns+rows64",) if m >= 32 else (
-                    "auto", "auto+sync-copy"):
+            forced = ("columns", "columns+rows16", "columns+rows32", "segments", "segments:8") + MMA + (
+                TILES if m > 32 else ()) + ("columns+rows64",)
+            for kernel in ("auto", "auto+sync-copy") + (forced if m >= 32 else ()):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
         for kernel in ("auto", "auto+sync-copy") + TILES + MMA:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
@@ -99,10 +104,10 @@ def make(d, batch, m, n, unit):
         a_batch, b_batch = (), (4096,)
     else:
         a_batch = b_batch = batch
-    A = torch.randn(*a_batch, m, m, dtype=dtype, device="cuda").tril() / m ** 0.5
+    A = torch.randn(*a_batch, m, m, device="cuda").tril() / m ** 0.5
     A.diagonal(dim1=-2, dim2=-1).add_(2)
-    B = torch.randn(*b_batch, m, n, dtype=dtype, device="cuda")
-    return A, B
+    B = torch.randn(*b_batch, m, n, device="cuda")
+    return A.to(A_DT.get(d, dtype)), B.to(dtype)
 
 
 def kernel_times(fn, calls):
@@ -156,10 +161,11 @@ def main():
         hsma_ops.set_overrides(**variant_overrides(kernel))
         A, B = make(d, batch, m, n, unit)
         runs = {
-            "hsma": lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit),
+            "hsma": (lambda: hsma_trsm.trsm(A, B, unitriangular=unit, out_dtype=B.dtype)) if d in A_DT else
+            (lambda: hsma_trsm.solve_triangular(A, B, upper=False, unitriangular=unit)),
             "torch": lambda: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=unit),
         }
-        if kernel != "auto":
+        if kernel != "auto" or d in HALF:
             runs.pop("torch")
         for who, fn in runs.items():
             if args.plain:
