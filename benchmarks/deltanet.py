@@ -18,8 +18,9 @@ Groups (case column):
              K), u = Ai (beta V), bf16 k, v and beta, beta applied inside), against one hsma solve of the view
              of A against the view of [beta K | beta V], unitriangular: hsma = fla's float32 A with the bfloat16
              right-hand side as they are (``trsm(..., out_dtype=torch.bfloat16)``: bfloat16 result, fla's
-             output dtype), hsma_bf16 = A rounded to bfloat16 as well (``solve_triangular``). [beta K | beta V]
-             is formed beforehand (bf16, [B, T, H, K + V]) and not timed;
+             output dtype), hsma_bf16 = A rounded to bfloat16 as well (``solve_triangular``), hsma_inv =
+             ``hsma_trsm.solve_tril`` (bfloat16 output) then fla's w/u kernel. [beta K | beta V] is formed
+             beforehand (bf16, [B, T, H, K + V]) and not timed;
     qwen     transformers' Qwen3.5 fallback form, ``solve_triangular(ut [B, H, NC, 64, 64], v_beta [B, H, NC,
              64, dv], upper=False, unitriangular=True)``, ut = tril(beta K K^T) with its diagonal (beta |k|^2,
              not 1) stored, float32 and bfloat16: hsma against torch (float32 only);
@@ -652,14 +653,14 @@ def suite_deltanet(ctx: core.Ctx) -> core.SuiteResult:
               "the inverse's output dtype. wu = w, u at BT 64, K = V = 128: fla `solve_tril` (bf16 output) + its "
               "w/u kernel `recompute_w_u_fwd` (bf16 k, v, beta) against one hsma solve of the A view against the "
               "[beta K | beta V] view (bf16, formed beforehand): hsma = float32 A (bf16 result), h-alt = "
-              "hsma_inv, hsma `solve_tril` (bf16 output) + fla's w/u kernel (CSV: hsma_bf16, A in bf16 too). "
+              "hsma_inv, hsma `solve_tril` (bf16 output) + fla's w/u kernel; hsma_bf16 (CSV only): A in bf16 too. "
               "qwen = transformers' Qwen3.5 fallback `solve_triangular(ut, v_beta, upper=False, unitriangular=True)`, "
               "ut's stored diagonal not 1. bf16 = batches of 64 x 64 "
               "against 64 x 64 in bf16; h-alt = hsma float32 on the same values, f32/bf16 = its time / the bf16 "
               "time. e2e = fla chunk_gated_delta_rule forward (fwd), and forward + backward (bf16, K = V = 128): "
               "stock fla vs fla with its unfused intra-chunk step and hsma's solve_tril (fla_unfused: with fla's "
-              "own), eager only, checked against stock fla. fla/hsma = fla time / hsma time, spd = torch / hsma, "
-              "eager and graph (GPU-only). Every "
+              "own), eager only, inputs requiring grad (fwd records autograd too), checked against stock fla. "
+              "fla/hsma = fla time / hsma time, spd = torch / hsma, eager and graph (GPU-only). Every "
               "contender's first result checked on 8 matrices against float64 (diff = hsma's max abs diff). "
               "GB/s: A's strict triangle read (BT(BT-1)/2 float32) + the whole BT x BT inverse written (inverse), "
               "or + right-hand side read + solution written (solves), over hsma's graph time (eager where none); "

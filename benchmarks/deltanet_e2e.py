@@ -11,8 +11,9 @@ and 32: ``chunk_scaled_dot_kkt_fwd`` (A, float32), ``solve_tril`` (bfloat16, fla
     fla_unfused  fla with its unfused step (fla's own solve_tril): what the swap alone changes;
     hsma         fla with the unfused step and ``hsma_trsm.solve_tril``.
 
-Each is checked against stock fla's output and gradients (not against float64: fla's bfloat16 pipeline is the
-reference a user compares with), each tensor scaled by its own largest entry in stock fla's.
+Each is checked against stock fla's output and gradients (forward-only rows: the output), not against float64
+(fla's bfloat16 pipeline is the reference a user compares with), each tensor scaled by its own largest entry in
+stock fla's.
 """
 from __future__ import annotations
 
@@ -79,8 +80,8 @@ def gdn_step(inputs: dict, intra: Callable | None = None, backward: bool = True,
     """One forward (and with `backward` one backward) of fla's chunk_gated_delta_rule on the inputs (with `intra`
     for its intra-chunk step, stock where None); the call returns, for the output and each of the five gradients,
     about `sample` entries in float32 at an odd step (so that every column of the head dimension is visited).
-    Forward-only rows also run where fla refuses its gated backward (fla 0.6.0 on Hopper with Triton >= 3.4.0 and
-    < 3.7.1: its issue 640)."""
+    (Without the backward: the output alone.) Forward-only rows also run where fla refuses its gated backward (fla
+    0.6.0 on Hopper with Triton >= 3.4.0 and < 3.7.1 and without tilelang: its issue 640)."""
     gdr = importlib.import_module("fla.ops.gated_delta_rule").chunk_gated_delta_rule
     names = ("q", "k", "v", "g", "beta")
 

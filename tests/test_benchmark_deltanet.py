@@ -92,6 +92,7 @@ def test_bytes_and_rates():
     r2 = dn.add_rates(dict(dn.blank_row(b16), hsma_us=50.0, hsma_f32_us=80.0, hsma_graph_us=40.0,
                            hsma_f32_graph_us=70.0))
     assert r2["vs_f32"] == pytest.approx(1.6) and r2["graph_vs_f32"] == pytest.approx(1.75)
+    assert dn.add_rates(dict(dn.blank_row(wu), fla_us=400.0, hsma_inv_us=200.0))["fla_speedup_inv"] == 2.0
     r3 = dn.add_rates(dict(dn.blank_row(wu), fla_us=400.0, hsma_bf16_us=80.0))
     assert r3["fla_speedup_bf16"] == pytest.approx(5.0) and r3["bw_basis"] == "eager"
 

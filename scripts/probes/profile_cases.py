@@ -19,10 +19,10 @@ import hsma_trsm
 from hsma_trsm import _ops as hsma_ops
 
 DT = {"f32": torch.float32, "f64": torch.float64, "c64": torch.complex64, "c128": torch.complex128,
-      "bf16": torch.bfloat16, "f16": torch.float16, "f32bf16": torch.bfloat16}
-# A's dtype where it is not B's: float32 A beside a bfloat16 B (fla's w/u step; X in B's dtype)
-A_DT = {"f32bf16": torch.float32}
-HALF = ("bf16", "f16", "f32bf16")  # no torch solve to compare with
+      "bf16": torch.bfloat16, "f16": torch.float16, "a32b16": torch.bfloat16}
+# A's dtype where it is not B's: a32b16 = float32 A beside a bfloat16 B (fla's w/u step; X in B's dtype)
+A_DT = {"a32b16": torch.float32}
+HALF = ("bf16", "f16", "a32b16")  # no torch solve to compare with; drawn in float32, then rounded
 
 
 # the tile kernel, at 33-64 rows; stepsN: N steps per loop iteration
@@ -104,9 +104,10 @@ def make(d, batch, m, n, unit):
         a_batch, b_batch = (), (4096,)
     else:
         a_batch = b_batch = batch
-    A = torch.randn(*a_batch, m, m, device="cuda").tril() / m ** 0.5
+    drawn = torch.float32 if d in HALF else dtype
+    A = torch.randn(*a_batch, m, m, dtype=drawn, device="cuda").tril() / m ** 0.5
     A.diagonal(dim1=-2, dim2=-1).add_(2)
-    B = torch.randn(*b_batch, m, n, device="cuda")
+    B = torch.randn(*b_batch, m, n, dtype=drawn, device="cuda")
     return A.to(A_DT.get(d, dtype)), B.to(dtype)
 
 
