@@ -1,7 +1,8 @@
 // Host driver for tests/test_small_selection.py: reads one small-path problem per line from stdin,
-//   dtype m n batch a_shared l_row_major multiprocessors cc_major hip sm90_code [knob=value ...]
-// (dtype 0-3: float32, float64, complex64, complex128; the knobs by their override keys, knobs.h), and prints
-// the plan choose_small_kernel returns for it, or "error: <item>" for a knob it does not accept, one line each.
+//   dtype m n batch a_shared l_row_major multiprocessors cc_major hip sm90_code [l16] [knob=value ...]
+// (dtype 0-3: float32, float64, complex64, complex128; l16: L stored in 16 bits; the knobs by their override
+// keys, knobs.h), and prints the plan choose_small_kernel returns for it, or "error: <item>" for a knob it does
+// not accept, one line each.
 // Built with g++ -std=c++17 against csrc/kernels/small/select.h alone.
 #include <cstdio>
 #include <iostream>
@@ -64,6 +65,10 @@ int main() {
     hsma::SmallKnobs knobs;
     std::string item, error;
     while (in >> item) {
+      if (item == "l16") {
+        s.l_16bit = true;
+        continue;
+      }
       const size_t eq = item.find('=');
       bool known = false;
       if (eq == std::string::npos || !hsma::set_small_knob(knobs, item.substr(0, eq), item.substr(eq + 1), &known))

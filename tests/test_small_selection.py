@@ -30,9 +30,10 @@ MI50 = dict(sms=60, cc=0, hip=1, sm90=0)             # AMD; batch >= 240
 WIDE = dict(sms=600, cc=9, hip=0, sm90=1)            # batch >= 2400: many columns in all, few matrices per SM
 
 
-def case(dtype, m, n, batch=1, a="shared", layout="row", dev=H200, **knobs):
+def case(dtype, m, n, batch=1, a="shared", layout="row", dev=H200, l16=False, **knobs):
+    """One problem: `dtype` the arithmetic type; `l16` L stored in bfloat16 / float16; `knobs` forced choices."""
     fields = [DTYPES[dtype], m, n, batch, int(a == "shared"), int(layout == "row"), dev["sms"], dev["cc"], dev["hip"],
-              dev["sm90"]]
+              dev["sm90"]] + (["l16"] if l16 else [])
     fields += [f"{KEYS.get(k, k)}={'warps' if v == 'warp_tasks' else v}" for k, v in knobs.items()]
     return " ".join(str(f) for f in fields)
 
@@ -56,6 +57,12 @@ TABLE = [
      "columns M=64 H=32 col unpacked"),
     ("float32, column_rows = 64: never split", case("f32", 64, 64, 100, a="batched", column_rows=64),
      "columns M=64 H=64 row unpacked"),
+    ("16-bit L at 64 rows, A batched: whole columns", case("f32", 64, 64, 100, a="batched", l16=True),
+     "columns M=64 H=64 row unpacked"),
+    ("16-bit L at 49 rows, A broadcast: whole columns", case("f32", 49, 64, 100, l16=True),
+     "columns M=64 H=64 row unpacked"),
+    ("16-bit L, column_rows = 32: split", case("f32", 64, 64, 100, a="batched", l16=True, column_rows=32),
+     "columns M=64 H=32 row packed"),
     ("float32 at 40 rows, column_rows = 32: split", case("f32", 40, 64, 100, a="batched", column_rows=32),
      "columns M=64 H=32 row packed"),
     ("float64 at 48 rows: whole columns", case("f64", 48, 64, 100, a="batched"), "columns M=48 H=48 row unpacked"),

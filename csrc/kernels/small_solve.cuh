@@ -28,7 +28,7 @@ template <typename T, typename SA, typename SB> constexpr bool stored_as_compute
   return std::is_same_v<SA, T> && std::is_same_v<SB, T>;
 }
 
-// A problem as the selection sees it: its shape, whether one A serves every task, L's layout and
+// A problem as the selection sees it: its shape, whether one A serves every task, L's layout and storage,
 // the knobs it carries (a tile or tensor-core kernel forced for 16-bit storage: the selection's choice).
 template <typename T, typename SA, typename SB> SmallShape small_shape(const SolveProblem<T, SA, SB>& p) {
   SmallShape s;
@@ -38,6 +38,7 @@ template <typename T, typename SA, typename SB> SmallShape small_shape(const Sol
   s.batch = p.batch;
   s.a_shared = shares_a(p);
   s.l_row_major = (p.l.col < 0 ? -p.l.col : p.l.col) <= (p.l.row < 0 ? -p.l.row : p.l.row);
+  s.l_16bit = !std::is_same_v<SA, T>;
   copy_small_knobs(s, p);
   if (!stored_as_computed<T, SA, SB>() && (s.kernel == SmallKernel::kTiles || s.kernel == SmallKernel::kMma))
     s.kernel = SmallKernel::kAuto;

@@ -61,7 +61,7 @@ def cases(all_kernels):
                 TILES if m > 32 else ()) + ("columns+rows64",)
             for kernel in ("auto", "auto+sync-copy") + (forced if m >= 32 else ()):
                 yield f"batched b={batch} m={m} n={n} {d} {kernel}", d, (batch,), m, n, unit, kernel
-        for kernel in ("auto", "auto+sync-copy") + TILES + MMA:
+        for kernel in ("auto", "auto+sync-copy", "columns+rows32", "columns+rows64") + TILES + MMA:
             yield f"bcastA b=4096 m=64 n=64 {d} {kernel}", d, "bcast", 64, 64, False, kernel
         for gemm in ("auto", "aten-gemm"):  # aten-gemm: ATen's GEMMs, not cuBLAS's
             for m in (128, 256, 512, 1024, 4096):

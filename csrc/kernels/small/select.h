@@ -24,6 +24,7 @@ struct SmallShape {
   int64_t m = 0, n = 0, batch = 1;
   bool a_shared = true;     // one A serves every task: a single solve, or A broadcast over the batch
   bool l_row_major = true;  // L's rows contiguous-ish: |column stride| <= |row stride|
+  bool l_16bit = false;     // L stored in bfloat16 / float16 (widened to dtype as it is staged)
   // The knobs (knobs.h), as SolveProblem carries them (kAuto, 0 or -1: the selection's choice).
   HSMA_SMALL_KNOB_FIELDS
 };
@@ -312,11 +313,13 @@ inline SmallPlan choose_small_kernel(const SmallShape& s, const SmallDevice& d) 
     // 33-64 rows: whole columns in registers where they fit (real types, complex64), unless the
     // split kernel, which holds 32 rows at a time, is asked for (column_rows = 16 or 32) or faster
     // (tuned on the H200 only; AMD keeps whole columns): float64 and float32 at 49-64 rows
-    // (float32's split kernel needs 114 registers, not 142; docs/experiments.md). Complex128, whose
-    // column does not fit, takes the split kernel only when the column kernel is forced; else the
-    // segment kernel.
+    // (float32's split kernel needs 114 registers, not 142; docs/experiments.md), but not a 16-bit
+    // L, which the split kernel stages through registers (145 of them, 3 blocks per SM): whole
+    // columns there (b4096 64x64 bf16 on the H100: 113 against 136 us; docs/experiments.md).
+    // Complex128, whose column does not fit, takes the split kernel only when the column kernel is
+    // forced; else the segment kernel.
     const bool split = (s.column_rows != 0 && s.column_rows <= 32) ||
-                       (!d.hip && s.column_rows == 0 && s.m > 48 &&
+                       (!d.hip && s.column_rows == 0 && s.m > 48 && !s.l_16bit &&
                         (t == SmallDtype::kFloat64 || t == SmallDtype::kFloat32));
     if (!split) {
       if (column_fits(t, 48) && s.m <= 48) return column_plan(s, d, 48, 48);
