@@ -23,6 +23,7 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import hsma_trsm
+from hsma_trsm import _ops as hsma_ops
 from conftest import (
     CUDA_DEVICES,
     DEVICES,
@@ -152,7 +153,15 @@ def test_half_larger_cuda(device, dtype, k, n, batch, gen):
 # element loads), column-major A; batches of n = 64 columns (the column kernel, its split form at 49-64
 # rows) and of one (the segment kernels beyond 16 rows; with 1280 matrices, one per warp: the warp-task
 # kernel). The unread triangle holds NaN. The result is the float32 solve of the widened inputs, in the same
-# layout, rounded once: the same bits; so is that of float32 A beside the 16-bit B (out_dtype=B.dtype).
+# layout and on the same kernel, rounded once: the same bits; so is that of float32 A beside the 16-bit B
+# (out_dtype=B.dtype) with the float32 solve's own kernel.
+
+
+def float32_twin(A, B, **kw):
+    """The float32 solve of the widened A and B that a 16-bit A's solve equals bit for bit: on the kernel the 16-bit
+    A takes, whole columns at 49-64 rows, where float32 A alone takes the split column kernel (select.h)."""
+    with hsma_ops.overrides(column_rows=64):
+        return hsma_trsm.trsm(A.float(), B.float(), **kw)
 
 
 def fla_chunks(T, dtype, *, k, heads, offset, device, gen, unit):
@@ -182,9 +191,9 @@ def test_half_stored_small_kernels(device, dtype, k, layout, n, gen):
         check_half(X, A, B, dtype=dtype, trans=trans, unitriangular=unit)
         A32 = A.float()
         assert A32.stride() == A.stride() or layout == "fla-offset"
+        assert_same_bits(X, float32_twin(A32, B, trans=trans, unitriangular=unit).to(dtype))
+        # float32 A beside the 16-bit B, as fla holds them: the float32 solve, rounded once.
         X32 = hsma_trsm.trsm(A32, B.float(), trans=trans, unitriangular=unit)
-        assert_same_bits(X, X32.to(dtype))
-        # float32 A beside the 16-bit B, as fla holds them: the same float32 solve, rounded once.
         assert_same_bits(hsma_trsm.trsm(A32, B, trans=trans, unitriangular=unit, out_dtype=dtype), X32.to(dtype))
     C = B.clone()
     hsma_trsm.trsm_(A, C, unitriangular=unit)  # in place: each element read before it is written
@@ -204,13 +213,13 @@ def test_half_stored_variants(device, dtype, left, upper, trans, unit, alpha, k,
     kw = solve_kwargs(left, upper, trans, unit, alpha)
     X = hsma_trsm.trsm(A, B, **kw)
     check_half(X, A, B, dtype=dtype, **kw)
-    X32 = hsma_trsm.trsm(A.float(), B.float(), **kw)
-    assert_same_bits(X, X32.to(dtype))
-    assert_same_bits(hsma_trsm.trsm(A.float(), B, out_dtype=dtype, **kw), X)
-    for a in (A, A.float()):
+    assert_same_bits(X, float32_twin(A, B, **kw).to(dtype))
+    X32 = hsma_trsm.trsm(A.float(), B.float(), **kw).to(dtype)
+    assert_same_bits(hsma_trsm.trsm(A.float(), B, out_dtype=dtype, **kw), X32)
+    for a, expected in ((A, X), (A.float(), X32)):
         C = B.clone()
         hsma_trsm.trsm_(a, C, **kw)
-        assert_same_bits(C, X)
+        assert_same_bits(C, expected)
 
 
 # ---------------------------------------------------------------------------------------------
