@@ -76,6 +76,15 @@ def solve_kwargs(left, upper, trans, unit, alpha=1):
     return dict(left=left, upper=upper, trans=trans, unitriangular=unit, alpha=alpha)
 
 
+def float32_twin(A, B, **kw):
+    """The float32 solve of the widened A and B that a 16-bit A's solve equals bit for bit: on the kernel the 16-bit
+    A takes. At 49-64 rows with over 2048 columns in all that is whole columns, where float32 A takes the split
+    column kernel (select.h), which sums in another order; elsewhere both take one kernel. (It replaces a
+    column_rows set in HSMA_TRSM_OVERRIDES.)"""
+    with hsma_ops.overrides(column_rows=64):
+        return hsma_trsm.trsm(A.float(), B.float(), **kw)
+
+
 # ---------------------------------------------------------------------------------------------
 # Every variant (side, uplo, trans, diag) on small orders. A holds NaN in its unused triangle (and
 # on the diagonal when unitriangular): any read of it shows up as NaN in the result.
@@ -101,7 +110,7 @@ def test_half_variants(device, dtype, left, upper, trans, unit, k, batch, alpha,
     # (check_solution: forward and backward error for float32).
     X32 = hsma_trsm.trsm(A, B, out_dtype=torch.float32, **kw)
     check_solution(X32, A, B, dtype=torch.float32, **kw)
-    # ... and the half result is that solution rounded once.
+    # ... and the half result is that solution rounded once (one kernel runs both at these orders: float32_twin).
     assert_same_bits(X, X32.to(dtype))
 
 
@@ -133,7 +142,7 @@ def test_half_sizes(device, dtype, left, upper, trans, unit, k, n, batch, gen):
     check_half(X, A, B, dtype=dtype, **kw)
     X32 = hsma_trsm.trsm(A, B, out_dtype=torch.float32, **kw)
     check_solution(X32, A, B, dtype=torch.float32, **kw)
-    assert_same_bits(X, X32.to(dtype))
+    assert_same_bits(X, X32.to(dtype))  # (at most 192 columns in all: one kernel runs both, float32_twin)
 
 
 @pytest.mark.parametrize("device", CUDA_DEVICES)
@@ -150,18 +159,11 @@ def test_half_larger_cuda(device, dtype, k, n, batch, gen):
 # 16-bit storage in the small kernels (CUDA, orders up to 64): A and B are read and X written in their
 # dtype, with float32 arithmetic. Layouts: fla's [B, T, H, BT] chunks read in place (rows contiguous and
 # 16-byte aligned: vector loads where the column kernel runs), the same one element off (misaligned:
-# element loads), column-major A; batches of n = 64 columns (the column kernel, its split form at 49-64
-# rows) and of one (the segment kernels beyond 16 rows; with 1280 matrices, one per warp: the warp-task
-# kernel). The unread triangle holds NaN. The result is the float32 solve of the widened inputs, in the same
-# layout and on the same kernel, rounded once: the same bits; so is that of float32 A beside the 16-bit B
-# (out_dtype=B.dtype) with the float32 solve's own kernel.
-
-
-def float32_twin(A, B, **kw):
-    """The float32 solve of the widened A and B that a 16-bit A's solve equals bit for bit: on the kernel the 16-bit
-    A takes, whole columns at 49-64 rows, where float32 A alone takes the split column kernel (select.h)."""
-    with hsma_ops.overrides(column_rows=64):
-        return hsma_trsm.trsm(A.float(), B.float(), **kw)
+# element loads), column-major A; batches of n = 64 columns (the column kernel: whole columns for a 16-bit A,
+# its split form at 49-64 rows for float32 A beside a 16-bit B) and of one (the segment kernels beyond 16 rows;
+# with 1280 matrices, one per warp: the warp-task kernel). The unread triangle holds NaN. The result is the
+# float32 solve of the widened inputs, in the same layout and on the same kernel (float32_twin), rounded once:
+# the same bits; so is that of float32 A beside the 16-bit B (out_dtype=B.dtype) with float32's own kernel.
 
 
 def fla_chunks(T, dtype, *, k, heads, offset, device, gen, unit):
